@@ -1,0 +1,213 @@
+// Package workload describes the load a simulation or benchmark offers: the
+// cluster, the network delays, the models with their profiles and SLOs, and
+// each model's arrival process. Parse reads the YAML format documented in
+// docs/workload-format.md; Generator turns a Workload into arrivals.
+package workload
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/profile"
+)
+
+// Workload is one parsed workload file, with zoos expanded into models.
+type Workload struct {
+	// Source names where the workload came from (a file path), for messages.
+	Source string
+	// Seed drives every random draw; the same seed gives the same run.
+	Seed uint64
+	// Duration is the measured window; Warmup is load offered before it.
+	Duration time.Duration
+	Warmup   time.Duration
+	Cluster  Cluster
+	// Network holds the delays the scheduler budgets for and the simulator
+	// applies.
+	Network scheduler.Delays
+	Models  []Model
+	Policy  scheduler.Policy
+	// ScheduleAhead is the clockwork policy's commit window (0: default).
+	ScheduleAhead time.Duration
+	// NexusFrontends is how many frontends route requests independently
+	// under the nexus policy (0: default 1).
+	NexusFrontends int
+	// AutoscaleWindow is the window for the autoscaling signals in time
+	// series; 0 means the whole measured window only.
+	AutoscaleWindow time.Duration
+}
+
+// Cluster is the GPU pool.
+type Cluster struct {
+	// GPUs is the total number of GPUs (the sum over GPUTypes when given).
+	GPUs     int
+	GPUTypes []GPUType
+}
+
+// GPUType is one kind of GPU in a heterogeneous pool, for placement and cost.
+type GPUType struct {
+	Name         string
+	Count        int
+	Memory       int64 // bytes
+	PricePerHour float64
+}
+
+// Model is one served model and the load offered to it.
+type Model struct {
+	Name    string
+	Profile profile.Profile
+	SLO     time.Duration
+	// StaticMemory and DynamicMemory are bytes, 0 when not given.
+	StaticMemory  int64
+	DynamicMemory int64
+	// Rates is the offered rate over time: consecutive phases, the last of
+	// which lasts forever. A constant rate is one phase.
+	Rates   []RatePhase
+	Arrival Arrival
+}
+
+// RatePhase is a stretch of constant offered rate.
+type RatePhase struct {
+	// Duration is how long the phase lasts; 0 on the last phase means until
+	// the end of the run.
+	Duration time.Duration
+	// Rate is requests per second.
+	Rate float64
+}
+
+// ArrivalKind is the distribution of the gaps between arrivals.
+type ArrivalKind uint8
+
+const (
+	// ArrivalPoisson: exponential gaps.
+	ArrivalPoisson ArrivalKind = iota
+	// ArrivalGamma: Gamma(shape) gaps; burstier as shape falls below 1.
+	// Gamma(1) is Poisson.
+	ArrivalGamma
+	// ArrivalConstant: evenly spaced arrivals.
+	ArrivalConstant
+)
+
+// Arrival is a model's arrival process.
+type Arrival struct {
+	Kind  ArrivalKind
+	Shape float64 // Gamma shape, only for ArrivalGamma
+}
+
+// String returns the arrival as written in workload files.
+func (a Arrival) String() string {
+	switch a.Kind {
+	case ArrivalPoisson:
+		return "poisson"
+	case ArrivalGamma:
+		return fmt.Sprintf("gamma:%g", a.Shape)
+	case ArrivalConstant:
+		return "const"
+	}
+	return fmt.Sprintf("Arrival(%d)", a.Kind)
+}
+
+// RateAt is the model's offered rate t after the start of the run (warmup
+// included).
+func (m *Model) RateAt(t time.Duration) float64 {
+	var start time.Duration
+	for i, p := range m.Rates {
+		if p.Duration == 0 || i == len(m.Rates)-1 || t < start+p.Duration {
+			return p.Rate
+		}
+		start += p.Duration
+	}
+	return 0
+}
+
+// MeanRate is the model's average offered rate over [from, to).
+func (m *Model) MeanRate(from, to time.Duration) float64 {
+	if to <= from {
+		return m.RateAt(from)
+	}
+	var sum float64
+	var start time.Duration
+	for i, p := range m.Rates {
+		end := start + p.Duration
+		if p.Duration == 0 || i == len(m.Rates)-1 {
+			end = to
+		}
+		lo, hi := max(start, from), min(end, to)
+		if hi > lo {
+			sum += p.Rate * (hi - lo).Seconds()
+		}
+		start = end
+		if start >= to {
+			break
+		}
+	}
+	return sum / (to - from).Seconds()
+}
+
+// TotalRate is the sum of every model's mean rate over the measured window.
+func (w *Workload) TotalRate() float64 {
+	var s float64
+	for i := range w.Models {
+		s += w.Models[i].MeanRate(w.Warmup, w.Warmup+w.Duration)
+	}
+	return s
+}
+
+// Scaled returns a copy of w with every rate multiplied by k, as the goodput
+// search does.
+func (w *Workload) Scaled(k float64) *Workload {
+	c := *w
+	c.Models = make([]Model, len(w.Models))
+	for i, m := range w.Models {
+		m.Rates = append([]RatePhase(nil), m.Rates...)
+		for j := range m.Rates {
+			m.Rates[j].Rate *= k
+		}
+		c.Models[i] = m
+	}
+	return &c
+}
+
+// Validate checks the invariants Parse guarantees, for workloads built in
+// code.
+func (w *Workload) Validate() error {
+	switch {
+	case w.Duration <= 0:
+		return fmt.Errorf("workload %s: duration must be positive", w.Source)
+	case w.Warmup < 0:
+		return fmt.Errorf("workload %s: warmup must not be negative", w.Source)
+	case w.Cluster.GPUs < 1:
+		return fmt.Errorf("workload %s: cluster.gpus must be at least 1", w.Source)
+	case len(w.Models) == 0:
+		return fmt.Errorf("workload %s: no models", w.Source)
+	}
+	if err := w.Network.Validate(); err != nil {
+		return fmt.Errorf("workload %s: %w", w.Source, err)
+	}
+	seen := make(map[string]bool, len(w.Models))
+	for i := range w.Models {
+		m := &w.Models[i]
+		if seen[m.Name] {
+			return fmt.Errorf("workload %s: model %q appears twice", w.Source, m.Name)
+		}
+		seen[m.Name] = true
+		if !m.Profile.Valid() {
+			return fmt.Errorf("workload %s: model %q has no profile", w.Source, m.Name)
+		}
+		if m.SLO <= 0 {
+			return fmt.Errorf("workload %s: model %q: slo must be positive", w.Source, m.Name)
+		}
+		if len(m.Rates) == 0 {
+			return fmt.Errorf("workload %s: model %q has no rate", w.Source, m.Name)
+		}
+		for _, p := range m.Rates {
+			if p.Rate < 0 || p.Duration < 0 {
+				return fmt.Errorf("workload %s: model %q: negative rate or phase duration", w.Source, m.Name)
+			}
+		}
+		if m.Arrival.Kind == ArrivalGamma && !(m.Arrival.Shape > 0) {
+			return fmt.Errorf("workload %s: model %q: gamma shape must be positive", w.Source, m.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,337 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler/profile"
+)
+
+// Candidate is a model's proposal for its next batch: the paper's
+// ExecutionCandidate. It is the whole message a ModelCore sends the RankCore
+// about its queue.
+type Candidate struct {
+	// BatchSize is the number of requests the batch would hold; 0 means the
+	// model has nothing to run.
+	BatchSize int
+	// ExecAt is when the batch wants to start on a GPU. Under the symphony
+	// policy it is max(earliest start, sched_at) until the batch holds βλ
+	// requests; otherwise it is the earliest start.
+	ExecAt Time
+	// InvalidAfter is the latest start that still meets Deadline:
+	// Deadline − ℓ(BatchSize).
+	InvalidAfter Time
+	// Deadline is dl(reqs): when the earliest-deadline request's execution
+	// must have finished (its deadline less the result delay).
+	Deadline Time
+	// Version increases with every candidate a ModelCore publishes, so the
+	// RankCore can discard updates that a grant has overtaken.
+	Version uint64
+}
+
+// Valid reports whether the candidate holds at least one request.
+func (c Candidate) Valid() bool { return c.BatchSize > 0 }
+
+// BatchPlan is a batch committed to a GPU: the message a backend receives.
+type BatchPlan struct {
+	ID    PlanID
+	Model ModelID
+	GPU   GPUID
+	// GrantedAt is when the scheduler decided the plan; the backend pulls
+	// inputs from then on.
+	GrantedAt Time
+	// ExecAt is when the batch starts on the GPU, FinishAt when it ends.
+	ExecAt   Time
+	FinishAt Time
+	// Requests are the batch's requests in deadline order. The slice is
+	// owned by the ModelCore and valid only until its next call.
+	Requests []Request
+}
+
+// GPUReturn hands a granted GPU back to the RankCore with the time it will
+// be free again, and carries the model's candidate after the grant.
+type GPUReturn struct {
+	Model  ModelID
+	GPU    GPUID
+	FreeAt Time
+	// Used says whether a batch was planned on the GPU.
+	Used      bool
+	Candidate Candidate
+}
+
+// ModelOutput is what one ModelCore call decided. It is owned by the core
+// and overwritten by its next call, so the caller must act on it (or copy
+// it) first.
+type ModelOutput struct {
+	// Candidate is the model's current candidate after the call.
+	Candidate Candidate
+	// CandidateChanged says whether Candidate differs from the one the
+	// previous call published; only then must the RankCore hear of it.
+	CandidateChanged bool
+	// Plans are batches committed to GPUs (at most one per call).
+	Plans []BatchPlan
+	// Returns holds the answer to a Grant: at most one per call.
+	Returns []GPUReturn
+	// Drops are requests that can no longer meet their deadline.
+	Drops []Drop
+
+	requestBuf []Request
+}
+
+func (o *ModelOutput) reset() {
+	o.CandidateChanged = false
+	o.Plans = o.Plans[:0]
+	o.Returns = o.Returns[:0]
+	o.Drops = o.Drops[:0]
+	o.requestBuf = o.requestBuf[:0]
+}
+
+// ModelConfig configures one ModelCore.
+type ModelConfig struct {
+	ID   ModelID
+	Name string
+	// Profile is the model's batch latency ℓ(b) on the sub-cluster's GPUs.
+	Profile profile.Profile
+	Policy  Policy
+	Delays  Delays
+	// RateWindow is the window over which λ is estimated for the βλ rule;
+	// 0 means DefaultRateWindow.
+	RateWindow time.Duration
+}
+
+// Validate checks the configuration.
+func (c ModelConfig) Validate() error {
+	if !c.Profile.Valid() {
+		return fmt.Errorf("scheduler: model %q has no profile", c.Name)
+	}
+	if c.Policy == PolicyNexus {
+		return errors.New("scheduler: the nexus policy runs in scheduler/nexus, not in a ModelCore")
+	}
+	if c.Policy > PolicyNexus {
+		return fmt.Errorf("scheduler: unknown policy %d", c.Policy)
+	}
+	if c.RateWindow < 0 {
+		return fmt.Errorf("scheduler: model %q has a negative rate window", c.Name)
+	}
+	return c.Delays.Validate()
+}
+
+// ModelCore is the ModelThread of Appendix C as a state machine: it owns one
+// model's queue and candidate. It is not safe for concurrent use; the
+// real-time shell gives each ModelCore its own goroutine.
+//
+// Every method takes the current time and returns a *ModelOutput describing
+// what to do: tell the RankCore about a new candidate, send plans to GPUs,
+// hand GPUs back, tell frontends about drops. After each call the caller
+// must re-arm its timer for WakeAt.
+type ModelCore struct {
+	cfg       ModelConfig
+	queue     requestQueue
+	rate      rateEstimator
+	cand      Candidate
+	published Candidate
+	wakeAt    Time
+	lastNow   Time
+	nextPlan  uint64
+	out       ModelOutput
+	// latency caches ℓ(1) and delays for the hot path.
+	dispatch1 time.Duration
+	ell1      time.Duration
+	beta      float64 // β in seconds
+}
+
+// NewModelCore returns an empty ModelCore.
+func NewModelCore(cfg ModelConfig) (*ModelCore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &ModelCore{
+		cfg:       cfg,
+		rate:      newRateEstimator(cfg.RateWindow),
+		wakeAt:    Never,
+		lastNow:   Past,
+		dispatch1: cfg.Delays.Dispatch(1),
+		ell1:      cfg.Profile.Latency(1),
+		beta:      cfg.Profile.Beta().Seconds(),
+	}, nil
+}
+
+// Config returns the configuration the core was built with.
+func (m *ModelCore) Config() ModelConfig { return m.cfg }
+
+// Queued is the number of requests waiting for a batch.
+func (m *ModelCore) Queued() int { return m.queue.len() }
+
+// WakeAt is when the core must be ticked if nothing else happens first: the
+// moment its candidate can no longer be granted at its current size, after
+// which it must shrink or drop requests. Never if the queue is empty.
+func (m *ModelCore) WakeAt() Time { return m.wakeAt }
+
+// Candidate is the current candidate.
+func (m *ModelCore) Candidate() Candidate { return m.cand }
+
+// clamp keeps time from going backwards: a caller that reads its clock
+// before another caller's later reading is treated as calling at that later
+// time.
+func (m *ModelCore) clamp(now Time) Time {
+	if now < m.lastNow {
+		return m.lastNow
+	}
+	m.lastNow = now
+	return now
+}
+
+// Enqueue adds requests (the paper's schedule(req)) and updates the
+// candidate. Requests must belong to this model. It does not allocate once
+// the queue has grown to its working size.
+func (m *ModelCore) Enqueue(now Time, reqs []Request) *ModelOutput {
+	now = m.clamp(now)
+	m.out.reset()
+	for i := range reqs {
+		m.queue.insert(reqs[i])
+	}
+	m.rate.observe(now, len(reqs))
+	m.update(now, Past)
+	m.publish()
+	return &m.out
+}
+
+// Tick re-evaluates the candidate; call it at WakeAt (calling it earlier is
+// harmless).
+func (m *ModelCore) Tick(now Time) *ModelOutput {
+	now = m.clamp(now)
+	m.out.reset()
+	m.update(now, Past)
+	m.publish()
+	return &m.out
+}
+
+// Grant answers the RankCore's grant of gpu, which is free from gpuFreeAt
+// (the paper's granted_gpu). It plans the best batch that fits on that GPU,
+// or hands the GPU back unused if nothing fits. The output holds exactly one
+// GPUReturn, which the caller must pass to RankCore.Return.
+func (m *ModelCore) Grant(now Time, gpu GPUID, gpuFreeAt Time) *ModelOutput {
+	now = m.clamp(now)
+	m.out.reset()
+	m.update(now, gpuFreeAt)
+	ret := GPUReturn{Model: m.cfg.ID, GPU: gpu, FreeAt: MaxTime(now, gpuFreeAt)}
+	if c := m.cand; c.Valid() {
+		start := len(m.out.requestBuf)
+		m.out.requestBuf = m.queue.popInto(m.out.requestBuf, c.BatchSize)
+		m.nextPlan++
+		plan := BatchPlan{
+			ID:        PlanID(uint64(m.cfg.ID)<<40 | m.nextPlan),
+			Model:     m.cfg.ID,
+			GPU:       gpu,
+			GrantedAt: now,
+			ExecAt:    c.ExecAt,
+			FinishAt:  c.ExecAt.Add(m.cfg.Profile.Latency(c.BatchSize)),
+			Requests:  m.out.requestBuf[start:],
+		}
+		m.out.Plans = append(m.out.Plans, plan)
+		ret.FreeAt, ret.Used = plan.FinishAt, true
+		m.update(now, Past)
+	}
+	m.publishVersion()
+	ret.Candidate = m.cand
+	m.out.Returns = append(m.out.Returns, ret)
+	return &m.out
+}
+
+// DropAll ends every queued request with reason, for shutdown.
+func (m *ModelCore) DropAll(now Time, reason DropReason) *ModelOutput {
+	now = m.clamp(now)
+	m.out.reset()
+	for m.queue.len() > 0 {
+		m.out.Drops = append(m.out.Drops, Drop{Request: m.queue.popFront(), Reason: reason})
+	}
+	m.update(now, Past)
+	m.publish()
+	return &m.out
+}
+
+// publish bumps the candidate's version if it changed since last published.
+func (m *ModelCore) publish() {
+	c := m.cand
+	p := m.published
+	if c.BatchSize == p.BatchSize && c.ExecAt == p.ExecAt && c.InvalidAfter == p.InvalidAfter && c.Deadline == p.Deadline {
+		m.cand.Version = p.Version
+		m.out.Candidate = m.cand
+		return
+	}
+	m.publishVersion()
+}
+
+// publishVersion always publishes the candidate under a new version; a
+// grant's answer needs one so that the RankCore can order it after every
+// update sent before it.
+func (m *ModelCore) publishVersion() {
+	m.cand.Version = m.published.Version + 1
+	m.published = m.cand
+	m.out.Candidate = m.cand
+	m.out.CandidateChanged = true
+}
+
+// execDeadline is when a request's batch must finish executing.
+func (m *ModelCore) execDeadline(r *Request) Time { return r.Deadline.Add(-m.cfg.Delays.Result) }
+
+// update is update_candidate of Appendix C: it drops requests that cannot
+// make their deadline even alone, then builds the largest earliest-deadline
+// prefix that can still finish in time on a GPU free at gpuFreeAt (Past for
+// "any GPU, now"), and decides when it wants to run.
+func (m *ModelCore) update(now Time, gpuFreeAt Time) {
+	for m.queue.len() > 0 {
+		head := m.queue.front()
+		start := MaxTime(now.Add(m.dispatch1), gpuFreeAt)
+		if start.Add(m.ell1) <= m.execDeadline(head) {
+			break
+		}
+		m.out.Drops = append(m.out.Drops, Drop{Request: m.queue.popFront(), Reason: DropDeadline})
+	}
+	if m.queue.len() == 0 {
+		m.cand = Candidate{Version: m.cand.Version}
+		m.wakeAt = Never
+		return
+	}
+	dl := m.execDeadline(m.queue.front())
+	bs := m.largestFit(now, gpuFreeAt, dl)
+	prof, delays := m.cfg.Profile, m.cfg.Delays
+	earliest := MaxTime(now.Add(delays.Dispatch(bs)), gpuFreeAt)
+	invalidAfter := dl.Add(-prof.Latency(bs))
+	execAt := earliest
+	if m.cfg.Policy == PolicySymphony && float64(bs) < m.beta*m.rate.perSecond(now) {
+		// Fewer than βλ requests: waiting for one more saves more than the
+		// idle time costs (§4.3), so hold the batch until sched_at, the last
+		// moment it could still take one more request.
+		schedAt := dl.Add(-prof.Latency(bs + 1))
+		execAt = MaxTime(earliest, schedAt)
+	}
+	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, InvalidAfter: invalidAfter, Deadline: dl, Version: m.cand.Version}
+	// Past this instant a grant can no longer start bs requests in time.
+	m.wakeAt = invalidAfter.Add(-delays.Dispatch(bs) + 1)
+}
+
+// largestFit returns the largest k (at least 1) such that a batch of the k
+// earliest-deadline requests, dispatched now to a GPU free at gpuFreeAt,
+// finishes by dl. The finish time grows with k, so a binary search works.
+func (m *ModelCore) largestFit(now, gpuFreeAt, dl Time) int {
+	n := m.queue.len()
+	if mb := m.cfg.Profile.MaxBatch(); n > mb {
+		n = mb
+	}
+	fits := func(k int) bool {
+		start := MaxTime(now.Add(m.cfg.Delays.Dispatch(k)), gpuFreeAt)
+		return start.Add(m.cfg.Profile.Latency(k)) <= dl
+	}
+	lo, hi := 1, n // fits(lo) holds: the head survived the drop loop
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}

@@ -1,0 +1,77 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Policy selects how candidates become schedulable and how a free GPU picks
+// among them. Each is one flag away so that the paper's comparisons (§5.2)
+// run on the same code.
+type Policy uint8
+
+const (
+	// PolicySymphony is the paper's non-work-conserving policy: a candidate
+	// becomes schedulable once it holds βλ requests (λ estimated online), or
+	// at sched_at = dl − ℓ(|reqs|+1), the last moment it could still grow.
+	PolicySymphony Policy = iota
+	// PolicyWorkConserving makes every candidate schedulable as soon as it
+	// has one request: a free GPU never waits.
+	PolicyWorkConserving
+	// PolicyClockwork models Clockwork's controller: work-conserving,
+	// greedy, earliest deadline first, and it commits a batch to a GPU up
+	// to ScheduleAhead before the GPU frees, so batches are formed early.
+	PolicyClockwork
+	// PolicyNexus models Nexus: models bound to GPUs by bin-packing each
+	// epoch, frontends routing round-robin, and each GPU running its models'
+	// batches in turn (§3.3). It runs in scheduler/nexus, not in these cores.
+	PolicyNexus
+)
+
+var policyNames = [...]string{"symphony", "work-conserving", "clockwork", "nexus"}
+
+// String returns the policy's name as used in workload files and flags.
+func (p Policy) String() string {
+	if int(p) < len(policyNames) {
+		return policyNames[p]
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// ParsePolicy reads a policy name. It accepts the names String returns.
+func ParsePolicy(s string) (Policy, error) {
+	for i, n := range policyNames {
+		if strings.EqualFold(s, n) {
+			return Policy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown policy %q (want one of %s)", s, strings.Join(policyNames[:], ", "))
+}
+
+// Policies lists every policy, in the order reports show them.
+func Policies() []Policy {
+	return []Policy{PolicySymphony, PolicyWorkConserving, PolicyClockwork, PolicyNexus}
+}
+
+// MarshalText lets policies appear by name in JSON reports.
+func (p Policy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads a policy by name.
+func (p *Policy) UnmarshalText(b []byte) error {
+	v, err := ParsePolicy(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// DefaultScheduleAhead is how far ahead of a GPU freeing the clockwork
+// policy commits the GPU's next batch. Clockwork's controller keeps each
+// worker's queue filled a few milliseconds ahead so the GPU never idles.
+const DefaultScheduleAhead = 5 * time.Millisecond
+
+// DefaultRateWindow is the window over which a ModelCore estimates its
+// arrival rate λ for the βλ rule.
+const DefaultRateWindow = time.Second

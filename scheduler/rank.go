@@ -1,0 +1,390 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+)
+
+// Grant gives a GPU to a model: the RankCore's only message to a ModelCore.
+type Grant struct {
+	Model ModelID
+	GPU   GPUID
+	// FreeAt is when the GPU finishes its previous batch.
+	FreeAt Time
+}
+
+// RankConfig configures a RankCore.
+type RankConfig struct {
+	// Models is the number of models, with IDs 0..Models-1.
+	Models int
+	// GPUs is the number of GPUs, with IDs 0..GPUs-1; all start free.
+	GPUs   int
+	Policy Policy
+	Delays Delays
+	// ScheduleAhead is how early the clockwork policy commits a GPU's next
+	// batch before the GPU frees; 0 means DefaultScheduleAhead. Other
+	// policies ignore it.
+	ScheduleAhead time.Duration
+}
+
+// Validate checks the configuration.
+func (c RankConfig) Validate() error {
+	switch {
+	case c.Models < 1:
+		return fmt.Errorf("scheduler: need at least one model, have %d", c.Models)
+	case c.GPUs < 1:
+		return fmt.Errorf("scheduler: need at least one GPU, have %d", c.GPUs)
+	case c.Policy == PolicyNexus || c.Policy > PolicyNexus:
+		return fmt.Errorf("scheduler: policy %v has no RankCore", c.Policy)
+	case c.ScheduleAhead < 0:
+		return fmt.Errorf("scheduler: negative schedule-ahead %v", c.ScheduleAhead)
+	}
+	return c.Delays.Validate()
+}
+
+type rankModelState uint8
+
+const (
+	modelIdle    rankModelState = iota // no candidate, or one the GPUs cannot serve in time
+	modelArmed                         // candidate waits for its timer
+	modelReady                         // candidate is schedulable and waits for a GPU
+	modelGranted                       // a grant is outstanding; waiting for the GPU's return
+)
+
+type rankModel struct {
+	cand    Candidate
+	state   rankModelState
+	timerAt Time
+	heapIdx int // index in timers, -1 if absent
+	readyAt int // index in ready, -1 if absent
+}
+
+type rankGPU struct {
+	freeAt  Time
+	heapIdx int // index in free GPUs heap, -1 while granted
+}
+
+// RankCore is the RankThread of Appendix C as a state machine: it owns every
+// GPU's free_at time and every model's candidate timer, grants a GPU to a
+// candidate that becomes schedulable, and when a GPU frees, grants it to the
+// best schedulable candidate. It is not safe for concurrent use.
+//
+// The caller feeds it candidates (Update) and GPU returns (Return), then
+// calls Tick(now) whenever now has reached WakeAt, and delivers each Grant
+// to its model. A model has at most one grant outstanding: until its
+// GPUReturn comes back, its other updates are recorded but not acted on.
+type RankCore struct {
+	cfg    RankConfig
+	models []rankModel
+	gpus   []rankGPU
+	timers modelHeap // armed models by timerAt
+	free   gpuHeap   // ungranted GPUs by freeAt
+	ready  []ModelID // schedulable models waiting for a GPU
+	grants []Grant
+	ahead  time.Duration
+}
+
+// NewRankCore returns a RankCore with all GPUs free and no candidates.
+func NewRankCore(cfg RankConfig) (*RankCore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &RankCore{cfg: cfg, models: make([]rankModel, cfg.Models), gpus: make([]rankGPU, cfg.GPUs)}
+	r.timers.models = r.models
+	r.free.gpus = r.gpus
+	for i := range r.models {
+		r.models[i].heapIdx, r.models[i].readyAt = -1, -1
+	}
+	for i := range r.gpus {
+		r.gpus[i] = rankGPU{freeAt: Past, heapIdx: -1}
+		r.free.push(GPUID(i))
+	}
+	if cfg.Policy == PolicyClockwork {
+		r.ahead = cfg.ScheduleAhead
+		if r.ahead == 0 {
+			r.ahead = DefaultScheduleAhead
+		}
+	}
+	return r, nil
+}
+
+// Update records model m's latest candidate (inform_candidate). Updates
+// older than one already seen are ignored.
+func (r *RankCore) Update(m ModelID, c Candidate) {
+	st := &r.models[m]
+	if c.Version < st.cand.Version {
+		return
+	}
+	st.cand = c
+	if st.state == modelGranted {
+		return
+	}
+	r.rearm(m)
+}
+
+// Return takes back a GPU granted to a model (inform_gpu) together with the
+// model's candidate after the grant.
+func (r *RankCore) Return(ret GPUReturn) {
+	g := &r.gpus[ret.GPU]
+	if g.heapIdx >= 0 {
+		panic(fmt.Sprintf("scheduler: GPU %d returned but was never granted", ret.GPU))
+	}
+	g.freeAt = ret.FreeAt
+	r.free.push(ret.GPU)
+	st := &r.models[ret.Model]
+	st.state = modelIdle
+	if ret.Candidate.Version >= st.cand.Version {
+		st.cand = ret.Candidate
+	}
+	r.rearm(ret.Model)
+}
+
+// rearm takes model m out of the timer heap and the ready list, then arms
+// its timer for its current candidate.
+func (r *RankCore) rearm(m ModelID) {
+	st := &r.models[m]
+	if st.heapIdx >= 0 {
+		r.timers.remove(st.heapIdx)
+	}
+	if st.readyAt >= 0 {
+		r.removeReady(m)
+	}
+	st.state = modelIdle
+	if !st.cand.Valid() {
+		return
+	}
+	st.state = modelArmed
+	st.timerAt = st.cand.ExecAt.Add(-r.cfg.Delays.Dispatch(st.cand.BatchSize))
+	r.timers.push(m)
+}
+
+func (r *RankCore) removeReady(m ModelID) {
+	i := r.models[m].readyAt
+	last := r.ready[len(r.ready)-1]
+	r.ready[i] = last
+	r.models[last].readyAt = i
+	r.ready = r.ready[:len(r.ready)-1]
+	r.models[m].readyAt = -1
+}
+
+// lead is how long before a GPU frees the rank must act for the ready
+// candidates: the largest dispatch delay among them (set_gpu_timer), or the
+// schedule-ahead window under clockwork.
+func (r *RankCore) lead() time.Duration {
+	var d time.Duration
+	for _, m := range r.ready {
+		if x := r.cfg.Delays.Dispatch(r.models[m].cand.BatchSize); x > d {
+			d = x
+		}
+	}
+	if r.ahead > d {
+		d = r.ahead
+	}
+	return d
+}
+
+// WakeAt is when Tick must next be called: the earliest candidate timer, or
+// the moment the earliest-free GPU must be handed to a ready candidate.
+func (r *RankCore) WakeAt() Time {
+	t := Never
+	if r.timers.len() > 0 {
+		t = r.models[r.timers.top()].timerAt
+	}
+	if len(r.ready) > 0 && r.free.len() > 0 {
+		t = MinTime(t, r.gpus[r.free.top()].freeAt.Add(-r.lead()))
+	}
+	return t
+}
+
+// Tick fires every timer due at now and returns the grants decided. The
+// returned slice is owned by the core and valid until its next call.
+func (r *RankCore) Tick(now Time) []Grant {
+	r.grants = r.grants[:0]
+	// Model timers (on_model_timer): a candidate becomes schedulable.
+	for r.timers.len() > 0 {
+		m := r.timers.top()
+		st := &r.models[m]
+		if st.timerAt > now {
+			break
+		}
+		r.timers.pop()
+		if r.free.len() > 0 && r.gpus[r.free.top()].freeAt <= st.cand.ExecAt && r.ahead == 0 {
+			r.grant(m, r.free.pop())
+			continue
+		}
+		st.state = modelReady
+		st.readyAt = len(r.ready)
+		r.ready = append(r.ready, m)
+	}
+	// GPU timer (on_gpu_timer): the earliest-free GPU goes to the best ready
+	// candidate that it can still serve in time.
+	for len(r.ready) > 0 && r.free.len() > 0 {
+		g := r.free.top()
+		freeAt := r.gpus[g].freeAt
+		if freeAt.Add(-r.lead()) > now {
+			break
+		}
+		best := ModelID(0)
+		found := false
+		for i := 0; i < len(r.ready); {
+			m := r.ready[i]
+			c := &r.models[m].cand
+			if freeAt > c.InvalidAfter {
+				// Too late for this batch size: leave it to the model, which
+				// shrinks or drops the batch at its WakeAt and re-informs us.
+				r.removeReady(m)
+				r.models[m].state = modelIdle
+				continue
+			}
+			if !found || r.better(m, best) {
+				best, found = m, true
+			}
+			i++
+		}
+		if !found {
+			break
+		}
+		r.removeReady(best)
+		r.grant(best, r.free.pop())
+	}
+	return r.grants
+}
+
+// better reports whether model a's candidate outranks model b's: the
+// earliest ExecAt under symphony and work-conserving (Appendix C), the
+// earliest deadline under clockwork. Ties go to the lower model ID so that
+// runs are reproducible.
+func (r *RankCore) better(a, b ModelID) bool {
+	ca, cb := &r.models[a].cand, &r.models[b].cand
+	ka, kb := ca.ExecAt, cb.ExecAt
+	if r.cfg.Policy == PolicyClockwork {
+		ka, kb = ca.Deadline, cb.Deadline
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	return a < b
+}
+
+func (r *RankCore) grant(m ModelID, g GPUID) {
+	r.models[m].state = modelGranted
+	r.grants = append(r.grants, Grant{Model: m, GPU: g, FreeAt: r.gpus[g].freeAt})
+}
+
+// FreeGPUs is the number of GPUs not currently granted.
+func (r *RankCore) FreeGPUs() int { return r.free.len() }
+
+// modelHeap is a min-heap of model IDs keyed by timerAt, then ID.
+type modelHeap struct {
+	ids    []ModelID
+	models []rankModel
+}
+
+func (h *modelHeap) len() int     { return len(h.ids) }
+func (h *modelHeap) top() ModelID { return h.ids[0] }
+func (h *modelHeap) less(i, j int) bool {
+	a, b := &h.models[h.ids[i]], &h.models[h.ids[j]]
+	if a.timerAt != b.timerAt {
+		return a.timerAt < b.timerAt
+	}
+	return h.ids[i] < h.ids[j]
+}
+func (h *modelHeap) swap(i, j int) {
+	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
+	h.models[h.ids[i]].heapIdx = i
+	h.models[h.ids[j]].heapIdx = j
+}
+func (h *modelHeap) push(m ModelID) {
+	h.ids = append(h.ids, m)
+	h.models[m].heapIdx = len(h.ids) - 1
+	siftUp(h, len(h.ids)-1)
+}
+func (h *modelHeap) pop() ModelID {
+	m := h.ids[0]
+	h.remove(0)
+	return m
+}
+func (h *modelHeap) remove(i int) {
+	m := h.ids[i]
+	last := len(h.ids) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.ids = h.ids[:last]
+	h.models[m].heapIdx = -1
+	if i < last {
+		siftDown(h, i)
+		siftUp(h, i)
+	}
+}
+
+// gpuHeap is a min-heap of GPU IDs keyed by freeAt, then ID.
+type gpuHeap struct {
+	ids  []GPUID
+	gpus []rankGPU
+}
+
+func (h *gpuHeap) len() int   { return len(h.ids) }
+func (h *gpuHeap) top() GPUID { return h.ids[0] }
+func (h *gpuHeap) less(i, j int) bool {
+	a, b := &h.gpus[h.ids[i]], &h.gpus[h.ids[j]]
+	if a.freeAt != b.freeAt {
+		return a.freeAt < b.freeAt
+	}
+	return h.ids[i] < h.ids[j]
+}
+func (h *gpuHeap) swap(i, j int) {
+	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
+	h.gpus[h.ids[i]].heapIdx = i
+	h.gpus[h.ids[j]].heapIdx = j
+}
+func (h *gpuHeap) push(g GPUID) {
+	h.ids = append(h.ids, g)
+	h.gpus[g].heapIdx = len(h.ids) - 1
+	siftUp(h, len(h.ids)-1)
+}
+func (h *gpuHeap) pop() GPUID {
+	g := h.ids[0]
+	last := len(h.ids) - 1
+	h.swap(0, last)
+	h.ids = h.ids[:last]
+	h.gpus[g].heapIdx = -1
+	siftDown(h, 0)
+	return g
+}
+
+type heapOps interface {
+	len() int
+	less(i, j int) bool
+	swap(i, j int)
+}
+
+func siftUp(h heapOps, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func siftDown(h heapOps, i int) {
+	n := h.len()
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h.less(r, l) {
+			c = r
+		}
+		if !h.less(c, i) {
+			return
+		}
+		h.swap(i, c)
+		i = c
+	}
+}
