@@ -75,3 +75,55 @@ const DefaultScheduleAhead = 5 * time.Millisecond
 // DefaultRateWindow is the window over which a ModelCore estimates its
 // arrival rate λ for the βλ rule.
 const DefaultRateWindow = time.Second
+
+// DropPolicy decides which queued requests a candidate gives up on.
+type DropPolicy uint8
+
+const (
+	// DropDefault picks the policy's own: DropWindow for symphony and
+	// work-conserving, DropTimeout for clockwork (whose greedy earliest-
+	// deadline batching is what the baseline reproduces).
+	DropDefault DropPolicy = iota
+	// DropTimeout drops a request only when it cannot meet its deadline
+	// even in a batch of one; the candidate is the earliest-deadline prefix
+	// that fits (§4.3 pruning).
+	DropTimeout
+	// DropWindow also drops head requests when the batch that includes them
+	// would be so small that dropping them lets the batch grow by more than
+	// the number dropped. Under light load the whole queue fits and nothing
+	// is dropped; under overload batches keep their size instead of
+	// collapsing to nearly-expired singletons, which gives the flat top of
+	// §4.4.
+	DropWindow
+)
+
+var dropPolicyNames = [...]string{"default", "timeout", "window"}
+
+// String returns the drop policy's name.
+func (d DropPolicy) String() string {
+	if int(d) < len(dropPolicyNames) {
+		return dropPolicyNames[d]
+	}
+	return fmt.Sprintf("DropPolicy(%d)", uint8(d))
+}
+
+// ParseDropPolicy reads a drop policy name.
+func ParseDropPolicy(s string) (DropPolicy, error) {
+	for i, n := range dropPolicyNames {
+		if strings.EqualFold(s, n) {
+			return DropPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown drop policy %q (want one of %s)", s, strings.Join(dropPolicyNames[:], ", "))
+}
+
+// resolve turns DropDefault into the policy's own drop policy.
+func (d DropPolicy) resolve(p Policy) DropPolicy {
+	if d != DropDefault {
+		return d
+	}
+	if p == PolicyClockwork {
+		return DropTimeout
+	}
+	return DropWindow
+}

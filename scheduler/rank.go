@@ -217,32 +217,23 @@ func (r *RankCore) Tick(now Time) []Grant {
 		r.ready = append(r.ready, m)
 	}
 	// GPU timer (on_gpu_timer): the earliest-free GPU goes to the best ready
-	// candidate that it can still serve in time.
+	// candidate that it can serve at its current size. If it can serve none
+	// of them at their current sizes (they were built assuming a GPU right
+	// away, and under overload none is), it still goes to the best of them:
+	// the ModelCore re-forms the batch for the GPU's real free time,
+	// shrinking it or dropping what cannot make it.
 	for len(r.ready) > 0 && r.free.len() > 0 {
 		g := r.free.top()
 		freeAt := r.gpus[g].freeAt
 		if freeAt.Add(-r.lead()) > now {
 			break
 		}
-		best := ModelID(0)
-		found := false
-		for i := 0; i < len(r.ready); {
-			m := r.ready[i]
-			c := &r.models[m].cand
-			if freeAt > c.InvalidAfter {
-				// Too late for this batch size: leave it to the model, which
-				// shrinks or drops the batch at its WakeAt and re-informs us.
-				r.removeReady(m)
-				r.models[m].state = modelIdle
-				continue
+		best, bestValid := r.ready[0], false
+		for _, m := range r.ready {
+			valid := freeAt <= r.models[m].cand.InvalidAfter
+			if (valid && !bestValid) || (valid == bestValid && r.better(m, best)) {
+				best, bestValid = m, valid
 			}
-			if !found || r.better(m, best) {
-				best, found = m, true
-			}
-			i++
-		}
-		if !found {
-			break
 		}
 		r.removeReady(best)
 		r.grant(best, r.free.pop())

@@ -110,6 +110,9 @@ const (
 	// DropDeadline: no GPU could run the request early enough to meet its
 	// deadline, even in a batch of one.
 	DropDeadline DropReason = iota + 1
+	// DropPruned: under overload the request was dropped so that the batch
+	// behind it could keep its size (DropWindow).
+	DropPruned
 	// DropShutdown: the scheduler stopped while the request was queued.
 	DropShutdown
 	// DropUnknownModel: the request named a model this scheduler does not serve.
@@ -121,6 +124,8 @@ func (r DropReason) String() string {
 	switch r {
 	case DropDeadline:
 		return "deadline"
+	case DropPruned:
+		return "pruned"
 	case DropShutdown:
 		return "shutdown"
 	case DropUnknownModel:

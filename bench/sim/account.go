@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/symphony-serving/symphony/bench/report"
+	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/scheduler"
+)
+
+// accounting is the simulator's emulated GPUs and frontends: it receives
+// every batch plan and drop, checks each against the oracle rules, and
+// keeps the statistics of the measured window.
+//
+// Oracle rules, each a run-failing error:
+//   - no two batches overlap on one GPU;
+//   - a batch starts no earlier than its inputs can arrive;
+//   - a batch finishes in time for every request in it to meet its deadline;
+//   - every request ends exactly once.
+type accounting struct {
+	w                *workload.Workload
+	winStart, winEnd scheduler.Time
+	interval         time.Duration
+	models           []modelAcct
+	gpuLastFinish    []scheduler.Time
+	gpuBusy          []time.Duration
+	ended            []uint64 // bitset by RequestID
+	issued           uint64
+	endedCount       uint64
+	series           []seriesBucket
+	err              error
+	total            report.Histogram
+}
+
+type modelAcct struct {
+	offered, good, late, dropped uint64
+	latency, queueing            report.Histogram
+	batches                      []uint64 // batches[bs]
+	batchWeighted                uint64   // Σ over requests of their batch size
+	reasons                      [4]uint64
+	busy                         time.Duration // GPU time of the model's batches in the window
+}
+
+type seriesBucket struct {
+	offered, good, bad uint64
+	busy               time.Duration
+}
+
+func newAccounting(w *workload.Workload, interval time.Duration) *accounting {
+	a := &accounting{
+		w:             w,
+		winStart:      scheduler.Time(w.Warmup),
+		winEnd:        scheduler.Time(w.Warmup + w.Duration),
+		interval:      interval,
+		models:        make([]modelAcct, len(w.Models)),
+		gpuLastFinish: make([]scheduler.Time, w.Cluster.GPUs),
+		gpuBusy:       make([]time.Duration, w.Cluster.GPUs),
+	}
+	for i := range a.gpuLastFinish {
+		a.gpuLastFinish[i] = scheduler.Past
+	}
+	n := int((w.Warmup+w.Duration+interval-1)/interval) + 1
+	a.series = make([]seriesBucket, n)
+	return a
+}
+
+func (a *accounting) fail(format string, args ...any) {
+	if a.err == nil {
+		a.err = fmt.Errorf("sim: oracle: "+format, args...)
+	}
+}
+
+func (a *accounting) inWindow(t scheduler.Time) bool { return t >= a.winStart && t < a.winEnd }
+
+func (a *accounting) bucket(t scheduler.Time) *seriesBucket {
+	i := int(time.Duration(t) / a.interval)
+	if i < 0 || i >= len(a.series) {
+		return nil
+	}
+	return &a.series[i]
+}
+
+// newRequest issues the next request ID and counts the arrival.
+func (a *accounting) newRequest(model int, now scheduler.Time) scheduler.Request {
+	id := a.issued
+	a.issued++
+	if id/64 >= uint64(len(a.ended)) {
+		a.ended = append(a.ended, 0)
+	}
+	if a.inWindow(now) {
+		a.models[model].offered++
+	}
+	if b := a.bucket(now); b != nil {
+		b.offered++
+	}
+	return scheduler.Request{
+		ID:       scheduler.RequestID(id),
+		Arrival:  now,
+		Deadline: now.Add(a.w.Models[model].SLO),
+	}
+}
+
+func (a *accounting) end(r *scheduler.Request) {
+	id := uint64(r.ID)
+	if id >= a.issued {
+		a.fail("request %d ended but was never issued", id)
+		return
+	}
+	word, bit := id/64, uint64(1)<<(id%64)
+	if a.ended[word]&bit != 0 {
+		a.fail("request %d ended twice", id)
+		return
+	}
+	a.ended[word] |= bit
+	a.endedCount++
+}
+
+// drop records a request that ended without a result.
+func (a *accounting) drop(model int, d *scheduler.Drop) {
+	a.end(&d.Request)
+	if a.inWindow(d.Request.Arrival) {
+		ma := &a.models[model]
+		ma.dropped++
+		if int(d.Reason) < len(ma.reasons) {
+			ma.reasons[d.Reason]++
+		}
+	}
+	if b := a.bucket(d.Request.Arrival); b != nil {
+		b.bad++
+	}
+}
+
+// plan records a batch run on an emulated GPU. minLead is the least time the
+// batch's inputs need to reach the GPU after the plan is made.
+func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan, minLead time.Duration) {
+	bs := len(p.Requests)
+	m := &a.w.Models[model]
+	if bs == 0 {
+		a.fail("empty batch planned on GPU %d", p.GPU)
+		return
+	}
+	if int(p.GPU) >= len(a.gpuLastFinish) {
+		a.fail("batch planned on unknown GPU %d", p.GPU)
+		return
+	}
+	if want := p.ExecAt.Add(m.Profile.Latency(bs)); p.FinishAt != want {
+		a.fail("GPU %d: batch of %d finishes at %v, its profile says %v", p.GPU, bs, p.FinishAt, want)
+	}
+	if p.ExecAt < now.Add(minLead) {
+		a.fail("GPU %d: batch of %d planned at %v starts at %v, before its inputs can arrive (%v)", p.GPU, bs, now, p.ExecAt, now.Add(minLead))
+	}
+	if last := a.gpuLastFinish[p.GPU]; p.ExecAt < last {
+		a.fail("GPU %d: batch starting at %v overlaps the previous batch, which ends at %v", p.GPU, p.ExecAt, last)
+	}
+	a.gpuLastFinish[p.GPU] = p.FinishAt
+	ma := &a.models[model]
+	ma.busy += a.addBusy(p.GPU, p.ExecAt, p.FinishAt)
+	if a.inWindow(p.ExecAt) {
+		for len(ma.batches) <= bs {
+			ma.batches = append(ma.batches, 0)
+		}
+		ma.batches[bs]++
+	}
+	respond := p.FinishAt.Add(a.w.Network.Result)
+	for i := range p.Requests {
+		r := &p.Requests[i]
+		a.end(r)
+		if respond > r.Deadline {
+			a.fail("GPU %d: request %d answered at %v after its deadline %v", p.GPU, r.ID, respond, r.Deadline)
+		}
+		good := respond <= r.Deadline
+		if b := a.bucket(r.Arrival); b != nil {
+			if good {
+				b.good++
+			} else {
+				b.bad++
+			}
+		}
+		if !a.inWindow(r.Arrival) {
+			continue
+		}
+		if good {
+			ma.good++
+		} else {
+			ma.late++
+		}
+		lat := respond.Sub(r.Arrival)
+		ma.latency.Record(lat)
+		a.total.Record(lat)
+		ma.queueing.Record(p.ExecAt.Sub(r.Arrival))
+		ma.batchWeighted += uint64(bs)
+	}
+}
+
+// addBusy adds a GPU's busy interval to the window and the time series, and
+// returns the part of it inside the window.
+func (a *accounting) addBusy(g scheduler.GPUID, from, to scheduler.Time) (inWindow time.Duration) {
+	lo, hi := scheduler.MaxTime(from, a.winStart), scheduler.MinTime(to, a.winEnd)
+	if hi > lo {
+		inWindow = hi.Sub(lo)
+		a.gpuBusy[g] += inWindow
+	}
+	for t := from; t < to; {
+		i := int(time.Duration(t) / a.interval)
+		if i >= len(a.series) {
+			break
+		}
+		end := scheduler.MinTime(to, scheduler.Time(time.Duration(i+1)*a.interval))
+		a.series[i].busy += end.Sub(t)
+		t = end
+	}
+	return inWindow
+}
+
+// check verifies that every issued request ended.
+func (a *accounting) check() error {
+	if a.err != nil {
+		return a.err
+	}
+	if a.endedCount != a.issued {
+		return fmt.Errorf("sim: oracle: %d requests issued but %d ended", a.issued, a.endedCount)
+	}
+	return nil
+}

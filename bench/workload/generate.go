@@ -1,0 +1,183 @@
+package workload
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler"
+)
+
+// Generator yields every model's arrivals in time order. Each model draws
+// from its own random stream, derived from the workload seed and the model's
+// index, so a model's arrivals do not depend on the other models: the same
+// seed gives the same arrivals whatever else changes.
+type Generator struct {
+	models []modelStream
+	heap   []int // model indices, min-heap by next arrival
+	end    float64
+}
+
+type modelStream struct {
+	m     *Model
+	rng   *rand.Rand
+	next  float64 // next arrival, ns since start; +Inf when done
+	phase int     // index into m.Rates of the phase holding next
+	start float64 // start of that phase, ns
+}
+
+// NewGenerator returns a generator of arrivals in [0, end) for w's models.
+func NewGenerator(w *Workload, end time.Duration) *Generator {
+	g := &Generator{models: make([]modelStream, len(w.Models)), end: float64(end)}
+	for i := range w.Models {
+		s := &g.models[i]
+		s.m = &w.Models[i]
+		s.rng = rand.New(rand.NewPCG(w.Seed, splitmix(uint64(i)+0x9e3779b97f4a7c15)))
+		s.next = 0
+		if s.m.Arrival.Kind == ArrivalConstant {
+			// Start each model at a random phase of its period so that
+			// constant-rate models do not all arrive at the same instants.
+			s.advance(s.rng.Float64())
+		} else {
+			s.advance(s.unitGap())
+		}
+		if s.next < g.end {
+			g.heap = append(g.heap, i)
+		}
+	}
+	for i := len(g.heap)/2 - 1; i >= 0; i-- {
+		g.down(i)
+	}
+	return g
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Peek returns the next arrival's model index and time, or ok=false when no
+// arrival remains before the end.
+func (g *Generator) Peek() (model int, at scheduler.Time, ok bool) {
+	if len(g.heap) == 0 {
+		return 0, scheduler.Never, false
+	}
+	m := g.heap[0]
+	return m, scheduler.Time(g.models[m].next), true
+}
+
+// Pop consumes the arrival Peek returned and draws that model's next one.
+func (g *Generator) Pop() {
+	m := g.heap[0]
+	s := &g.models[m]
+	s.advance(s.unitGap())
+	if s.next >= g.end {
+		last := len(g.heap) - 1
+		g.heap[0] = g.heap[last]
+		g.heap = g.heap[:last]
+	}
+	if len(g.heap) > 0 {
+		g.down(0)
+	}
+}
+
+func (g *Generator) less(i, j int) bool {
+	a, b := g.models[g.heap[i]].next, g.models[g.heap[j]].next
+	if a != b {
+		return a < b
+	}
+	return g.heap[i] < g.heap[j]
+}
+
+func (g *Generator) down(i int) {
+	n := len(g.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && g.less(r, l) {
+			c = r
+		}
+		if !g.less(c, i) {
+			return
+		}
+		g.heap[i], g.heap[c] = g.heap[c], g.heap[i]
+		i = c
+	}
+}
+
+// unitGap draws a gap with mean 1 from the model's arrival distribution; it
+// is measured in "expected arrivals", so advance can map it through a rate
+// that changes over time.
+func (s *modelStream) unitGap() float64 {
+	switch s.m.Arrival.Kind {
+	case ArrivalConstant:
+		return 1
+	case ArrivalGamma:
+		k := s.m.Arrival.Shape
+		return gammaVariate(s.rng, k) / k
+	default:
+		return s.rng.ExpFloat64()
+	}
+}
+
+// advance moves next forward by u expected arrivals: the time t' at which
+// the integral of the rate from next to t' equals u. This is exact for
+// piecewise-constant rates and keeps each phase's rate right even when a
+// gap crosses a phase boundary.
+func (s *modelStream) advance(u float64) {
+	rates := s.m.Rates
+	for {
+		p := rates[s.phase]
+		last := s.phase == len(rates)-1 || p.Duration == 0
+		end := math.Inf(1)
+		if !last {
+			end = s.start + float64(p.Duration)
+		}
+		if p.Rate > 0 {
+			dt := u / p.Rate * 1e9
+			if s.next+dt <= end {
+				s.next += dt
+				return
+			}
+			u -= (end - s.next) * p.Rate / 1e9
+		}
+		if last {
+			s.next = math.Inf(1)
+			return
+		}
+		s.next = end
+		s.start = end
+		s.phase++
+	}
+}
+
+// gammaVariate draws from Gamma(k, 1) by Marsaglia and Tsang's method,
+// boosting shapes below 1 with U^(1/k).
+func gammaVariate(rng *rand.Rand, k float64) float64 {
+	if k < 1 {
+		u := rng.Float64()
+		for u == 0 {
+			u = rng.Float64()
+		}
+		return gammaVariate(rng, k+1) * math.Pow(u, 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := rng.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}
