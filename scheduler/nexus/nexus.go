@@ -1,0 +1,421 @@
+// Package nexus is the Nexus baseline of the Symphony paper (§2.2, §3.3):
+// every epoch, models are bound to GPUs by bin-packing their load; frontends
+// route each request to one of its model's GPUs by weighted round-robin,
+// each frontend on its own, with no coordination; and each GPU runs its
+// models' queued requests in turn, work-conserving, in batches no larger
+// than the size that meets the SLO without coordination, 2ℓ(b) <= SLO.
+//
+// Like the scheduler cores, Cluster is a deterministic state machine: time
+// is an argument and decisions come back as data.
+package nexus
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/profile"
+)
+
+// ModelSpec is what the epoch planner knows of a model.
+type ModelSpec struct {
+	Profile profile.Profile
+	SLO     time.Duration
+	// Rate is the load measured over the last epoch, requests per second.
+	Rate float64
+}
+
+// Config configures a Nexus cluster.
+type Config struct {
+	Models []ModelSpec
+	GPUs   int
+	Delays scheduler.Delays
+	// Frontends is how many frontends route requests independently; more
+	// frontends amplify burstiness at the GPUs (Table 2). 0 means 1.
+	Frontends int
+	// Seed picks each request's frontend.
+	Seed uint64
+}
+
+// Share is one model's slice of one GPU.
+type Share struct {
+	Model int
+	// Fraction of the GPU's time the model's load needs.
+	Fraction float64
+}
+
+// Allocation is an epoch's binding of models to GPUs.
+type Allocation struct {
+	// GPUs[g] lists the models GPU g hosts.
+	GPUs [][]Share
+	// Batch[m] is model m's batch size limit: the largest b with 2ℓ(b) plus
+	// network delays within the SLO.
+	Batch []int
+}
+
+// Allocate bin-packs the models onto the GPUs (Nexus's squishy bin packing,
+// simplified): each model needs rate/throughput(b) GPUs at its batch size b;
+// the needs are scaled so that all GPUs are used, whole GPUs are dedicated,
+// and the fractional remainders are packed first-fit-decreasing onto the
+// remaining GPUs.
+func Allocate(cfg Config) Allocation {
+	n := len(cfg.Models)
+	a := Allocation{GPUs: make([][]Share, cfg.GPUs), Batch: make([]int, n)}
+	need := make([]float64, n)
+	var total float64
+	for m, spec := range cfg.Models {
+		budget := spec.SLO - cfg.Delays.Result - cfg.Delays.Dispatch(1)
+		b := spec.Profile.LargestBatchWithin(budget / 2)
+		if b < 1 {
+			b = 1
+		}
+		a.Batch[m] = b
+		need[m] = spec.Rate / spec.Profile.Throughput(b)
+		total += need[m]
+	}
+	scale := 0.0
+	if total > 0 {
+		scale = float64(cfg.GPUs) / total
+	}
+	load := make([]float64, cfg.GPUs)
+	next := 0 // next unused GPU
+	type residual struct {
+		model int
+		frac  float64
+	}
+	var rest []residual
+	for m := range cfg.Models {
+		share := need[m] * scale
+		for share >= 1 && next < cfg.GPUs {
+			a.GPUs[next] = append(a.GPUs[next], Share{Model: m, Fraction: 1})
+			load[next] = 1
+			next++
+			share--
+		}
+		if share > 1e-9 || len(routesOf(a, m)) == 0 {
+			rest = append(rest, residual{m, share})
+		}
+	}
+	sort.SliceStable(rest, func(i, j int) bool { return rest[i].frac > rest[j].frac })
+	shared := next
+	for _, r := range rest {
+		placed := false
+		for g := shared; g < cfg.GPUs && !placed; g++ {
+			if load[g]+r.frac <= 1+1e-9 {
+				a.GPUs[g] = append(a.GPUs[g], Share{Model: r.model, Fraction: r.frac})
+				load[g] += r.frac
+				placed = true
+			}
+		}
+		if !placed {
+			// Overcommit the least-loaded GPU rather than leave the model
+			// without a home.
+			best := 0
+			for g := 1; g < cfg.GPUs; g++ {
+				if load[g] < load[best] {
+					best = g
+				}
+			}
+			a.GPUs[best] = append(a.GPUs[best], Share{Model: r.model, Fraction: r.frac})
+			load[best] += r.frac
+		}
+	}
+	return a
+}
+
+func routesOf(a Allocation, m int) []int {
+	var gs []int
+	for g, shares := range a.GPUs {
+		for _, s := range shares {
+			if s.Model == m {
+				gs = append(gs, g)
+			}
+		}
+	}
+	return gs
+}
+
+// Plan is a batch a GPU ran.
+type Plan struct {
+	Model int
+	scheduler.BatchPlan
+}
+
+// ModelDrop is a request dropped by a GPU.
+type ModelDrop struct {
+	Model int
+	scheduler.Drop
+}
+
+// Output is what one call decided; owned by the Cluster and valid until its
+// next call.
+type Output struct {
+	Plans []Plan
+	Drops []ModelDrop
+}
+
+type queued struct {
+	req         scheduler.Request
+	availableAt scheduler.Time // when the input has reached the GPU
+}
+
+type gpuQueue struct {
+	model int
+	reqs  []queued
+	head  int
+}
+
+type gpu struct {
+	queues    []gpuQueue
+	rr        int // next queue in turn
+	busyUntil scheduler.Time
+	wakeAt    scheduler.Time
+	heapIdx   int
+}
+
+type route struct {
+	gpu    int
+	queue  int // index in that GPU's queues
+	weight float64
+}
+
+// Cluster is a Nexus deployment: frontends and GPU backends.
+type Cluster struct {
+	cfg    Config
+	alloc  Allocation
+	routes [][]route // by model
+	// wrr[f][m][i] is frontend f's smooth weighted round-robin credit for
+	// model m's route i.
+	wrr      [][][]float64
+	gpus     []gpu
+	heap     []int // GPUs with a wake-up, by wakeAt
+	rng      *rand.Rand
+	out      Output
+	nextPlan uint64
+	transfer time.Duration
+}
+
+// New plans the epoch and returns an idle cluster.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.GPUs < 1 || len(cfg.Models) == 0 {
+		return nil, fmt.Errorf("nexus: need at least one GPU and one model")
+	}
+	if cfg.Frontends <= 0 {
+		cfg.Frontends = 1
+	}
+	c := &Cluster{cfg: cfg, alloc: Allocate(cfg), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e65787573)),
+		transfer: cfg.Delays.Dispatch(1)}
+	c.gpus = make([]gpu, cfg.GPUs)
+	c.routes = make([][]route, len(cfg.Models))
+	for g, shares := range c.alloc.GPUs {
+		c.gpus[g] = gpu{busyUntil: scheduler.Past, wakeAt: scheduler.Never, heapIdx: -1}
+		for _, s := range shares {
+			c.routes[s.Model] = append(c.routes[s.Model], route{gpu: g, queue: len(c.gpus[g].queues), weight: s.Fraction})
+			c.gpus[g].queues = append(c.gpus[g].queues, gpuQueue{model: s.Model})
+		}
+	}
+	c.wrr = make([][][]float64, cfg.Frontends)
+	for f := range c.wrr {
+		c.wrr[f] = make([][]float64, len(cfg.Models))
+		for m := range cfg.Models {
+			c.wrr[f][m] = make([]float64, len(c.routes[m]))
+		}
+	}
+	return c, nil
+}
+
+// Allocation returns the epoch's binding of models to GPUs.
+func (c *Cluster) Allocation() Allocation { return c.alloc }
+
+// pickRoute is frontend f's smooth weighted round-robin over m's GPUs.
+func (c *Cluster) pickRoute(f, m int) route {
+	rs := c.routes[m]
+	credit := c.wrr[f][m]
+	var total float64
+	best := 0
+	for i, r := range rs {
+		w := r.weight
+		if w <= 0 {
+			w = 1e-6
+		}
+		credit[i] += w
+		total += w
+		if credit[i] > credit[best] {
+			best = i
+		}
+	}
+	credit[best] -= total
+	return rs[best]
+}
+
+// Arrive routes a request through a random frontend to one of its model's
+// GPUs, where it becomes available after the input's transfer.
+func (c *Cluster) Arrive(now scheduler.Time, model int, req scheduler.Request) *Output {
+	c.out.Plans, c.out.Drops = c.out.Plans[:0], c.out.Drops[:0]
+	f := 0
+	if c.cfg.Frontends > 1 {
+		f = c.rng.IntN(c.cfg.Frontends)
+	}
+	r := c.pickRoute(f, model)
+	g := &c.gpus[r.gpu]
+	q := &g.queues[r.queue]
+	at := now.Add(c.transfer)
+	q.reqs = append(q.reqs, queued{req: req, availableAt: at})
+	if g.busyUntil <= now && at < g.wakeAt {
+		c.setWake(r.gpu, at)
+	}
+	return &c.out
+}
+
+// WakeAt is when Tick must next be called.
+func (c *Cluster) WakeAt() scheduler.Time {
+	if len(c.heap) == 0 {
+		return scheduler.Never
+	}
+	return c.gpus[c.heap[0]].wakeAt
+}
+
+// Tick lets every GPU due at now pick its next batch.
+func (c *Cluster) Tick(now scheduler.Time) *Output {
+	c.out.Plans, c.out.Drops = c.out.Plans[:0], c.out.Drops[:0]
+	for len(c.heap) > 0 && c.gpus[c.heap[0]].wakeAt <= now {
+		g := c.heap[0]
+		c.setWake(g, c.runGPU(g, now))
+	}
+	return &c.out
+}
+
+// runGPU starts the next batch on GPU g, round-robin over its models, and
+// returns when it next needs attention.
+func (c *Cluster) runGPU(gi int, now scheduler.Time) scheduler.Time {
+	g := &c.gpus[gi]
+	if g.busyUntil > now {
+		return g.busyUntil
+	}
+	next := scheduler.Never
+	for i := 0; i < len(g.queues); i++ {
+		qi := (g.rr + i) % len(g.queues)
+		q := &g.queues[qi]
+		spec := &c.cfg.Models[q.model]
+		prof := spec.Profile
+		// Early drop (Nexus §6.2): drop the head if a batch of the target
+		// size starting with it would miss its deadline; with fewer requests
+		// available than the target, the batch of those available decides.
+		target := c.alloc.Batch[q.model]
+		for q.head < len(q.reqs) {
+			h := &q.reqs[q.head]
+			start := scheduler.MaxTime(now, h.availableAt)
+			size := 1
+			for size < target && q.head+size < len(q.reqs) && q.reqs[q.head+size].availableAt <= start {
+				size++
+			}
+			if start.Add(prof.Latency(size)) <= h.req.Deadline.Add(-c.cfg.Delays.Result) {
+				break
+			}
+			c.out.Drops = append(c.out.Drops, ModelDrop{Model: q.model, Drop: scheduler.Drop{Request: h.req, Reason: scheduler.DropPruned}})
+			q.head++
+		}
+		if q.head == len(q.reqs) {
+			q.reqs, q.head = q.reqs[:0], 0
+			continue
+		}
+		if at := q.reqs[q.head].availableAt; at > now {
+			next = scheduler.MinTime(next, at)
+			continue
+		}
+		dl := q.reqs[q.head].req.Deadline.Add(-c.cfg.Delays.Result)
+		k := 1
+		for k < c.alloc.Batch[q.model] && q.head+k < len(q.reqs) && q.reqs[q.head+k].availableAt <= now &&
+			now.Add(prof.Latency(k+1)) <= dl {
+			k++
+		}
+		reqs := make([]scheduler.Request, k)
+		for j := range reqs {
+			reqs[j] = q.reqs[q.head+j].req
+		}
+		q.head += k
+		if q.head == len(q.reqs) {
+			q.reqs, q.head = q.reqs[:0], 0
+		}
+		c.nextPlan++
+		finish := now.Add(prof.Latency(k))
+		c.out.Plans = append(c.out.Plans, Plan{Model: q.model, BatchPlan: scheduler.BatchPlan{
+			ID: scheduler.PlanID(c.nextPlan), Model: scheduler.ModelID(q.model), GPU: scheduler.GPUID(gi),
+			GrantedAt: now, ExecAt: now, FinishAt: finish, Requests: reqs,
+		}})
+		g.busyUntil = finish
+		g.rr = (qi + 1) % len(g.queues)
+		return finish
+	}
+	return next
+}
+
+func (c *Cluster) setWake(g int, at scheduler.Time) {
+	gp := &c.gpus[g]
+	gp.wakeAt = at
+	i := gp.heapIdx
+	switch {
+	case i < 0 && at == scheduler.Never:
+		return
+	case i < 0:
+		c.heap = append(c.heap, g)
+		i = len(c.heap) - 1
+		gp.heapIdx = i
+	case at == scheduler.Never:
+		last := len(c.heap) - 1
+		c.swap(i, last)
+		c.heap = c.heap[:last]
+		gp.heapIdx = -1
+		if i == last {
+			return
+		}
+	}
+	c.up(i)
+	c.down(i)
+}
+
+func (c *Cluster) less(i, j int) bool {
+	a, b := c.gpus[c.heap[i]].wakeAt, c.gpus[c.heap[j]].wakeAt
+	if a != b {
+		return a < b
+	}
+	return c.heap[i] < c.heap[j]
+}
+
+func (c *Cluster) swap(i, j int) {
+	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
+	c.gpus[c.heap[i]].heapIdx = i
+	c.gpus[c.heap[j]].heapIdx = j
+}
+
+func (c *Cluster) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !c.less(i, p) {
+			return
+		}
+		c.swap(i, p)
+		i = p
+	}
+}
+
+func (c *Cluster) down(i int) {
+	n := len(c.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && c.less(r, l) {
+			m = r
+		}
+		if !c.less(m, i) {
+			return
+		}
+		c.swap(i, m)
+		i = m
+	}
+}

@@ -1,0 +1,293 @@
+// Package rt runs the scheduler cores in real time: one goroutine per
+// ModelCore (the paper's ModelThread), one for the RankCore (RankThread),
+// Go timers for their wake-ups, and the monotonic clock for time. It holds
+// no scheduling logic of its own; the discrete-event simulator drives the
+// very same cores with virtual time.
+//
+// Messages between the goroutines follow the nexuslb design: requests and
+// grants are must-deliver (a mutex-guarded batch that the receiver swaps out
+// whole, plus a one-slot notify channel), candidates are latest-value (a
+// newer candidate overwrites an unread older one).
+package rt
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler"
+)
+
+// ErrStopped is returned by Submit after Stop.
+var ErrStopped = errors.New("rt: scheduler stopped")
+
+// Sink receives the scheduler's decisions. Planned and Dropped are called
+// from the goroutine of the model concerned: calls for one model never
+// overlap, calls for different models may. The plan's Requests slice is only
+// valid during the call. Implementations must not block for long: they run
+// on the scheduling path.
+type Sink interface {
+	Planned(p *scheduler.BatchPlan)
+	Dropped(model scheduler.ModelID, d *scheduler.Drop)
+}
+
+// Config configures a real-time scheduler.
+type Config struct {
+	// Models are the served models; Models[i].ID must be i.
+	Models []scheduler.ModelConfig
+	// Rank configures the rank loop; its Models must equal len(Models).
+	Rank scheduler.RankConfig
+}
+
+// Scheduler is a running real-time scheduler.
+type Scheduler struct {
+	epoch  time.Time
+	models []*modelThread
+	rank   *rankThread
+	sink   Sink
+	wg     sync.WaitGroup
+	stop   chan struct{}
+	once   sync.Once
+}
+
+// Start builds the cores and starts their goroutines.
+func Start(cfg Config, sink Sink) (*Scheduler, error) {
+	if len(cfg.Models) != cfg.Rank.Models {
+		return nil, fmt.Errorf("rt: %d model configs for a rank of %d models", len(cfg.Models), cfg.Rank.Models)
+	}
+	s := &Scheduler{epoch: time.Now(), sink: sink, stop: make(chan struct{})}
+	rc, err := scheduler.NewRankCore(cfg.Rank)
+	if err != nil {
+		return nil, err
+	}
+	s.rank = &rankThread{s: s, core: rc, notify: make(chan struct{}, 1)}
+	s.rank.mailbox.latest = make([]scheduler.Candidate, len(cfg.Models))
+	s.rank.mailbox.dirty = make([]bool, len(cfg.Models))
+	for i, mc := range cfg.Models {
+		if int(mc.ID) != i {
+			return nil, fmt.Errorf("rt: model %q has ID %d at index %d", mc.Name, mc.ID, i)
+		}
+		core, err := scheduler.NewModelCore(mc)
+		if err != nil {
+			return nil, err
+		}
+		s.models = append(s.models, &modelThread{s: s, id: mc.ID, core: core, notify: make(chan struct{}, 1)})
+	}
+	s.wg.Add(len(s.models) + 1)
+	go s.rank.run()
+	for _, m := range s.models {
+		go m.run()
+	}
+	return s, nil
+}
+
+// Now is the scheduler's current time, the clock every request's Arrival
+// and Deadline must use.
+func (s *Scheduler) Now() scheduler.Time { return scheduler.Time(time.Since(s.epoch)) }
+
+// Time converts a wall-clock time to the scheduler's time.
+func (s *Scheduler) Time(t time.Time) scheduler.Time { return scheduler.Time(t.Sub(s.epoch)) }
+
+// Submit hands requests for one model to its ModelThread. It copies reqs,
+// so the caller may reuse the slice. After Stop it returns ErrStopped and the
+// requests are not the scheduler's: the caller must end them itself.
+func (s *Scheduler) Submit(model scheduler.ModelID, reqs []scheduler.Request) error {
+	if int(model) >= len(s.models) {
+		return fmt.Errorf("rt: unknown model %d", model)
+	}
+	m := s.models[model]
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrStopped
+	}
+	m.inbox = append(m.inbox, reqs...)
+	m.mu.Unlock()
+	notify(m.notify)
+	return nil
+}
+
+// Stop stops every goroutine and ends every queued request with
+// DropShutdown, so that no request is lost. It returns when all is done.
+func (s *Scheduler) Stop() {
+	s.once.Do(func() { close(s.stop) })
+	s.wg.Wait()
+}
+
+// RankStats reports how busy the rank loop was: the time it spent working
+// and the time since it started.
+func (s *Scheduler) RankStats() (busy, wall time.Duration) {
+	s.rank.statsMu.Lock()
+	defer s.rank.statsMu.Unlock()
+	return s.rank.busy, time.Since(s.epoch)
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// resetTimer arms t for the scheduler time at, or stops it for Never.
+func (s *Scheduler) resetTimer(t *time.Timer, at scheduler.Time) {
+	if at == scheduler.Never {
+		t.Stop()
+		return
+	}
+	d := at.Sub(s.Now())
+	if d < 0 {
+		d = 0
+	}
+	t.Reset(d)
+}
+
+type modelThread struct {
+	s      *Scheduler
+	id     scheduler.ModelID
+	core   *scheduler.ModelCore
+	notify chan struct{}
+
+	mu     sync.Mutex
+	inbox  []scheduler.Request
+	grants []scheduler.Grant
+	closed bool
+}
+
+func (m *modelThread) run() {
+	defer m.s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var reqs []scheduler.Request
+	var grants []scheduler.Grant
+	for {
+		stopping := false
+		select {
+		case <-m.notify:
+		case <-timer.C:
+		case <-m.s.stop:
+			stopping = true
+		}
+		m.mu.Lock()
+		reqs, m.inbox = m.inbox, reqs[:0]
+		grants, m.grants = m.grants, grants[:0]
+		m.closed = stopping
+		m.mu.Unlock()
+		now := m.s.Now()
+		if len(reqs) > 0 {
+			m.handle(m.core.Enqueue(now, reqs))
+		}
+		for _, g := range grants {
+			m.handle(m.core.Grant(now, g.GPU, g.FreeAt))
+		}
+		if stopping {
+			m.handle(m.core.DropAll(now, scheduler.DropShutdown))
+			timer.Stop()
+			return
+		}
+		if m.core.WakeAt() <= now {
+			m.handle(m.core.Tick(now))
+		}
+		m.s.resetTimer(timer, m.core.WakeAt())
+	}
+}
+
+func (m *modelThread) handle(out *scheduler.ModelOutput) {
+	for i := range out.Drops {
+		m.s.sink.Dropped(m.id, &out.Drops[i])
+	}
+	for i := range out.Plans {
+		m.s.sink.Planned(&out.Plans[i])
+	}
+	if len(out.Returns) > 0 {
+		m.s.rank.sendReturns(out.Returns)
+	} else if out.CandidateChanged {
+		m.s.rank.sendCandidate(m.id, out.Candidate)
+	}
+}
+
+type rankThread struct {
+	s      *Scheduler
+	core   *scheduler.RankCore
+	notify chan struct{}
+
+	mailbox struct {
+		sync.Mutex
+		latest  []scheduler.Candidate // latest-value, by model
+		dirty   []bool
+		changed []scheduler.ModelID
+		returns []scheduler.GPUReturn // must-deliver
+	}
+	statsMu sync.Mutex
+	busy    time.Duration
+}
+
+func (r *rankThread) sendCandidate(m scheduler.ModelID, c scheduler.Candidate) {
+	mb := &r.mailbox
+	mb.Lock()
+	mb.latest[m] = c
+	if !mb.dirty[m] {
+		mb.dirty[m] = true
+		mb.changed = append(mb.changed, m)
+	}
+	mb.Unlock()
+	notify(r.notify)
+}
+
+func (r *rankThread) sendReturns(rets []scheduler.GPUReturn) {
+	mb := &r.mailbox
+	mb.Lock()
+	mb.returns = append(mb.returns, rets...)
+	mb.Unlock()
+	notify(r.notify)
+}
+
+func (r *rankThread) run() {
+	defer r.s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var changed []scheduler.ModelID
+	var cands []scheduler.Candidate
+	var returns []scheduler.GPUReturn
+	for {
+		select {
+		case <-r.notify:
+		case <-timer.C:
+		case <-r.s.stop:
+			timer.Stop()
+			return
+		}
+		began := time.Now()
+		mb := &r.mailbox
+		mb.Lock()
+		changed, mb.changed = mb.changed, changed[:0]
+		cands = cands[:0]
+		for _, m := range changed {
+			cands = append(cands, mb.latest[m])
+			mb.dirty[m] = false
+		}
+		returns, mb.returns = mb.returns, returns[:0]
+		mb.Unlock()
+		for _, ret := range returns {
+			r.core.Return(ret)
+		}
+		for i, m := range changed {
+			r.core.Update(m, cands[i])
+		}
+		now := r.s.Now()
+		if r.core.WakeAt() <= now {
+			for _, g := range r.core.Tick(now) {
+				mt := r.s.models[g.Model]
+				mt.mu.Lock()
+				mt.grants = append(mt.grants, g)
+				mt.mu.Unlock()
+				notify(mt.notify)
+			}
+		}
+		r.s.resetTimer(timer, r.core.WakeAt())
+		r.statsMu.Lock()
+		r.busy += time.Since(began)
+		r.statsMu.Unlock()
+	}
+}
