@@ -96,8 +96,11 @@ type ModelConfig struct {
 	Policy  Policy
 	// Drop decides which requests a candidate gives up on; DropDefault
 	// takes the policy's own.
-	Drop   DropPolicy
-	Delays Delays
+	Drop DropPolicy
+	// Schedulable decides when a symphony candidate stops waiting for
+	// more requests; other policies ignore it.
+	Schedulable Schedulable
+	Delays      Delays
 	// RateWindow is the window over which λ is estimated for the βλ rule;
 	// 0 means DefaultRateWindow.
 	RateWindow time.Duration
@@ -309,10 +312,10 @@ func (m *ModelCore) update(now Time, gpuFreeAt Time) {
 	earliest := MaxTime(now.Add(delays.Dispatch(bs)), gpuFreeAt)
 	invalidAfter := dl.Add(-prof.Latency(bs))
 	execAt := earliest
-	if m.cfg.Policy == PolicySymphony && float64(bs) < m.beta*m.rate.perSecond(now) {
-		// Fewer than βλ requests: waiting for one more saves more than the
-		// idle time costs (§4.3), so hold the batch until sched_at, the last
-		// moment it could still take one more request.
+	if m.cfg.Policy == PolicySymphony && (m.cfg.Schedulable != SchedulableBetaLambda || float64(bs) < m.beta*m.rate.perSecond(now)) {
+		// Fewer than βλ requests (or βλ disabled): waiting for one more
+		// saves more than the idle time costs (§4.3), so hold the batch
+		// until sched_at, the last moment it could still take one more.
 		schedAt := dl.Add(-prof.Latency(bs + 1))
 		execAt = MaxTime(earliest, schedAt)
 	}

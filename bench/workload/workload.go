@@ -27,6 +27,8 @@ type Workload struct {
 	Network scheduler.Delays
 	Models  []Model
 	Policy  scheduler.Policy
+	// Schedulable is the symphony policy's schedulable condition.
+	Schedulable scheduler.Schedulable
 	// ScheduleAhead is the clockwork policy's commit window (0: default).
 	ScheduleAhead time.Duration
 	// NexusFrontends is how many frontends route requests independently

@@ -1,0 +1,80 @@
+// Command symphony is Symphony's command-line entry point: the simulator, the
+// benchmarks and, as they land, the processes of a real deployment.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+)
+
+const usage = `symphony: a centralized, low-latency batch scheduler for DNN inference on GPU clusters.
+
+Usage:
+  symphony sim -f WORKLOAD [--json] [--csv FILE] [--find-goodput] [--plot DIR]
+               [--policy P | --compare] [--sweep LIST] [--seed N]
+      Run the scheduler in the discrete-event simulator on a workload file.
+  symphony bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
+      Measure the real-time scheduler alone, in-process (paper Figure 11, left).
+
+Run 'symphony COMMAND -h' for a command's flags. Workload files are described
+in docs/workload-format.md; examples live in testdata/workloads/.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// errUsage marks errors that are the caller's: exit status 2.
+var errUsage = errors.New("usage")
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "sim":
+		err = runSim(args[1:], stdout, stderr)
+	case "bench":
+		err = runBench(args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "symphony: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "symphony %s: %v\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	default:
+		fmt.Fprintf(stderr, "symphony %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// newLogger returns the command's logger: human-readable lines on stderr,
+// progress at info level, silent with quiet.
+func newLogger(stderr io.Writer, quiet bool) zerolog.Logger {
+	level := zerolog.InfoLevel
+	if quiet {
+		level = zerolog.WarnLevel
+	}
+	return zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}).Level(level)
+}
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}

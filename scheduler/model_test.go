@@ -1,0 +1,674 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler/profile"
+)
+
+const ms = time.Millisecond
+
+// at is a point in time d after the epoch, for readable test tables.
+func at(d time.Duration) Time { return Time(d) }
+
+// linear5 is ℓ(b) = 1ms·b + 5ms: ℓ(1)=6ms, ℓ(2)=7ms, ℓ(3)=8ms, …, β = 5ms.
+func linear5(maxBatch int) profile.Profile { return profile.MustLinear(ms, 5*ms, maxBatch) }
+
+func newModel(t testing.TB, cfg ModelConfig) *ModelCore {
+	t.Helper()
+	if !cfg.Profile.Valid() {
+		cfg.Profile = linear5(0)
+	}
+	m, err := NewModelCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// mkReqs returns one request per deadline, with IDs first, first+1, ….
+func mkReqs(first RequestID, deadlines ...time.Duration) []Request {
+	rs := make([]Request, len(deadlines))
+	for i, d := range deadlines {
+		rs[i] = Request{ID: first + RequestID(i), Deadline: at(d)}
+	}
+	return rs
+}
+
+func ids(rs []Request) []RequestID {
+	out := make([]RequestID, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func dropIDs(ds []Drop, reason DropReason, t *testing.T) []RequestID {
+	t.Helper()
+	out := []RequestID{}
+	for _, d := range ds {
+		if d.Reason != reason {
+			t.Errorf("request %d dropped for %v, want %v", d.Request.ID, d.Reason, reason)
+		}
+		out = append(out, d.Request.ID)
+	}
+	return out
+}
+
+// wantCand compares the fields of a candidate that the hand-worked cases
+// compute (not the version).
+func wantCand(t *testing.T, step string, got Candidate, bs int, execAt, invalidAfter, deadline Time) {
+	t.Helper()
+	if got.BatchSize != bs || got.ExecAt != execAt || got.InvalidAfter != invalidAfter || got.Deadline != deadline {
+		t.Errorf("%s: candidate {bs %d exec %v invalid %v dl %v}, want {bs %d exec %v invalid %v dl %v}",
+			step, got.BatchSize, got.ExecAt, got.InvalidAfter, got.Deadline, bs, execAt, invalidAfter, deadline)
+	}
+}
+
+func TestModelConfigValidate(t *testing.T) {
+	good := ModelConfig{Name: "m", Profile: linear5(0)}
+	if _, err := NewModelCore(good); err != nil {
+		t.Fatalf("valid config rejected: %v", err)
+	}
+	bad := map[string]ModelConfig{
+		"no profile":      {Name: "m"},
+		"nexus policy":    {Name: "m", Profile: linear5(0), Policy: PolicyNexus},
+		"unknown policy":  {Name: "m", Profile: linear5(0), Policy: PolicyNexus + 1},
+		"negative window": {Name: "m", Profile: linear5(0), RateWindow: -time.Second},
+		"negative delay":  {Name: "m", Profile: linear5(0), Delays: Delays{DataPerRequest: -1}},
+	}
+	for name, cfg := range bad {
+		if _, err := NewModelCore(cfg); err == nil {
+			t.Errorf("%s: NewModelCore accepted %+v", name, cfg)
+		}
+	}
+}
+
+// With a tiny λ the βλ rule is met by a single request, so the candidate is
+// schedulable at once.
+func TestSchedAtTinyRate(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicySymphony})
+	out := m.Enqueue(0, mkReqs(1, 25*ms))
+	// Default window 1s = 10 buckets of 100ms. One arrival at t=0: the
+	// window has covered 0s, clamped to one bucket, so λ = 1/0.1s = 10/s
+	// and βλ = 5ms·10/s = 0.05. bs=1 < 0.05 is false: ExecAt is the
+	// earliest start, now + dispatch(1) = 0.
+	// InvalidAfter = dl − ℓ(1) = 25 − 6 = 19ms.
+	wantCand(t, "one request", out.Candidate, 1, 0, at(19*ms), at(25*ms))
+	if !out.CandidateChanged || out.Candidate.Version != 1 {
+		t.Errorf("first candidate: changed %v version %d, want true 1", out.CandidateChanged, out.Candidate.Version)
+	}
+	if got, want := m.WakeAt(), at(19*ms)+1; got != want {
+		t.Errorf("WakeAt %v, want InvalidAfter − dispatch(1) + 1ns = %v", got, want)
+	}
+}
+
+// With a short rate window, a few requests at once make βλ large, and the
+// candidate waits until sched_at = dl − ℓ(bs+1).
+func TestSchedAt(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms})
+	// Window 10ms = 10 buckets of 1ms; the covered span is clamped to one
+	// bucket while it is shorter.
+	//
+	// t=0, one request dl=25ms: λ = 1/1ms = 1000/s, βλ = 5ms·1000/s = 5.
+	// bs=1 < 5: ExecAt = max(0, dl − ℓ(2)) = 25 − 7 = 18ms;
+	// InvalidAfter = 25 − ℓ(1) = 19ms.
+	out := m.Enqueue(0, mkReqs(1, 25*ms))
+	wantCand(t, "1 request", out.Candidate, 1, at(18*ms), at(19*ms), at(25*ms))
+	if got, want := m.WakeAt(), at(19*ms)+1; got != want {
+		t.Errorf("WakeAt %v, want %v", got, want)
+	}
+	// t=0, second request dl=30ms: λ = 2000/s, βλ = 10, bs=2:
+	// ExecAt = 25 − ℓ(3) = 17ms, InvalidAfter = 25 − ℓ(2) = 18ms.
+	out = m.Enqueue(0, mkReqs(2, 30*ms))
+	wantCand(t, "2 requests", out.Candidate, 2, at(17*ms), at(18*ms), at(25*ms))
+	if out.Candidate.Version != 2 {
+		t.Errorf("version %d, want 2", out.Candidate.Version)
+	}
+	// t=0.5ms, third request dl=26ms (out of order, lands second): the
+	// window covers 0.5ms, clamped to 1ms: λ = 3000/s, βλ = 15, bs=3:
+	// ExecAt = 25 − ℓ(4) = 16ms, InvalidAfter = 25 − ℓ(3) = 17ms.
+	out = m.Enqueue(at(ms/2), mkReqs(3, 26*ms))
+	wantCand(t, "3 requests", out.Candidate, 3, at(16*ms), at(17*ms), at(25*ms))
+	// A tick at the same instant sees the same queue and the same λ: the
+	// candidate is not republished.
+	out = m.Tick(at(ms / 2))
+	if out.CandidateChanged {
+		t.Errorf("Tick without change republished %+v", out.Candidate)
+	}
+}
+
+func TestSchedAtResultDelay(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms, Delays: Delays{Result: 2 * ms}})
+	// dl = Deadline − Result = 25 − 2 = 23ms; βλ = 5 as above.
+	// ExecAt = 23 − ℓ(2) = 16ms; InvalidAfter = 23 − ℓ(1) = 17ms.
+	out := m.Enqueue(0, mkReqs(1, 25*ms))
+	wantCand(t, "result delay", out.Candidate, 1, at(16*ms), at(17*ms), at(23*ms))
+}
+
+func TestSchedAtDispatchDelay(t *testing.T) {
+	d := Delays{Ctrl: ms, DataPerRequest: ms / 2}
+	m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms, Delays: d})
+	// Loose deadline: earliest = 0 + 1ms + 1·0.5ms = 1.5ms; sched_at = 18ms.
+	out := m.Enqueue(0, mkReqs(1, 25*ms))
+	wantCand(t, "loose", out.Candidate, 1, at(18*ms), at(19*ms), at(25*ms))
+	// WakeAt = InvalidAfter − dispatch(1) + 1ns = 19 − 1.5 + 1ns.
+	if got, want := m.WakeAt(), at(19*ms-3*ms/2)+1; got != want {
+		t.Errorf("WakeAt %v, want %v", got, want)
+	}
+
+	// Tight deadline 8ms: sched_at = 8 − ℓ(2) = 1ms is before the earliest
+	// start 1.5ms, so ExecAt = 1.5ms; InvalidAfter = 8 − 6 = 2ms.
+	m = newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms, Delays: d})
+	out = m.Enqueue(0, mkReqs(1, 8*ms))
+	wantCand(t, "tight", out.Candidate, 1, at(3*ms/2), at(2*ms), at(8*ms))
+
+	// Work-conserving, three requests at t=2ms: ExecAt = now + Ctrl +
+	// 3·Data = 2 + 1 + 1.5 = 4.5ms; InvalidAfter = 50 − ℓ(3) = 42ms.
+	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Delays: d})
+	out = m.Enqueue(at(2*ms), mkReqs(1, 50*ms, 50*ms, 50*ms))
+	wantCand(t, "work-conserving", out.Candidate, 3, at(9*ms/2), at(42*ms), at(50*ms))
+}
+
+// TestBetaLambdaRule feeds a steady 1923 req/s (one request every 0.52ms)
+// for a second of virtual time, so λ ≈ 1923/s and βλ ≈ 5ms·1923/s ≈ 9.6:
+// candidates of up to 9 requests wait for sched_at, candidates of 10 or
+// more are schedulable at the earliest start. (At exactly 2000 req/s βλ
+// would sit on the integer 10, and the estimator's off-by-one-arrival
+// window would decide the bs=10 case.)
+func TestBetaLambdaRule(t *testing.T) {
+	const gap = 520 * time.Microsecond
+	const slo = 200 * ms
+	for _, pol := range []Policy{PolicySymphony, PolicyWorkConserving} {
+		t.Run(pol.String(), func(t *testing.T) {
+			m := newModel(t, ModelConfig{Policy: pol})
+			var now Time
+			id := RequestID(1)
+			enqueue := func() *ModelOutput {
+				out := m.Enqueue(now, []Request{{ID: id, Arrival: now, Deadline: now.Add(slo)}})
+				id++
+				now = now.Add(gap)
+				return out
+			}
+			// Warm the estimator for one second, emptying the queue now
+			// and then (DropAll does not touch the rate).
+			for now < at(time.Second) {
+				enqueue()
+				if id%8 == 0 {
+					m.DropAll(now, DropShutdown)
+				}
+			}
+			m.DropAll(now, DropShutdown)
+			headDl := now.Add(slo)
+			for bs := 1; bs <= 20; bs++ {
+				enq := now
+				out := enqueue()
+				c := out.Candidate
+				if c.BatchSize != bs || c.Deadline != headDl {
+					t.Fatalf("bs %d: candidate %+v, want the whole queue behind dl %v", bs, c, headDl)
+				}
+				want := enq // earliest start: no delays
+				if pol == PolicySymphony && bs <= 9 {
+					want = headDl.Add(-linear5(0).Latency(bs + 1))
+				}
+				if c.ExecAt != want {
+					t.Errorf("%v, %d queued: ExecAt %v, want %v", pol, bs, c.ExecAt, want)
+				}
+			}
+		})
+	}
+}
+
+func TestGrantPlansBatch(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, ID: 3})
+	// Deadlines out of order; the queue sorts them: 30 (id 2), 35 (id 4),
+	// 40 (id 1), 50 (id 3).
+	m.Enqueue(0, mkReqs(1, 40*ms, 30*ms))
+	out := m.Enqueue(0, mkReqs(3, 50*ms, 35*ms))
+	// dl = 30ms; k=4 fits: 0 + ℓ(4) = 9 ≤ 30.
+	wantCand(t, "enqueued", out.Candidate, 4, 0, at(21*ms), at(30*ms))
+	v := out.Candidate.Version
+
+	// A GPU granted at 1ms that frees at 2ms: earliest = max(1, 2) = 2ms,
+	// the batch of four still fits: FinishAt = 2 + ℓ(4) = 11ms.
+	out = m.Grant(at(ms), 7, at(2*ms))
+	if len(out.Plans) != 1 || len(out.Returns) != 1 || len(out.Drops) != 0 {
+		t.Fatalf("grant: %d plans, %d returns, %d drops; want 1, 1, 0", len(out.Plans), len(out.Returns), len(out.Drops))
+	}
+	p := out.Plans[0]
+	if got, want := ids(p.Requests), []RequestID{2, 4, 1, 3}; !slices.Equal(got, want) {
+		t.Errorf("plan requests %v, want deadline order %v", got, want)
+	}
+	if p.Model != 3 || p.GPU != 7 || p.GrantedAt != at(ms) || p.ExecAt != at(2*ms) || p.FinishAt != at(11*ms) {
+		t.Errorf("plan %+v, want model 3 GPU 7 granted 1ms exec 2ms finish 11ms", p)
+	}
+	r := out.Returns[0]
+	if r.Model != 3 || r.GPU != 7 || r.FreeAt != at(11*ms) || !r.Used {
+		t.Errorf("return %+v, want model 3 GPU 7 free at 11ms used", r)
+	}
+	if r.Candidate.Valid() || r.Candidate.Version <= v || !out.CandidateChanged {
+		t.Errorf("return candidate %+v (changed %v), want empty with a version after %d", r.Candidate, out.CandidateChanged, v)
+	}
+	if m.Queued() != 0 || m.WakeAt() != Never {
+		t.Errorf("after grant: %d queued, WakeAt %v; want 0, never", m.Queued(), m.WakeAt())
+	}
+
+	// A second grant finds nothing: the GPU goes back unused, free at
+	// max(now, gpuFreeAt).
+	out = m.Grant(at(3*ms), 7, at(11*ms))
+	if len(out.Plans) != 0 || len(out.Returns) != 1 {
+		t.Fatalf("empty grant: %d plans, %d returns", len(out.Plans), len(out.Returns))
+	}
+	if r := out.Returns[0]; r.Used || r.FreeAt != at(11*ms) {
+		t.Errorf("empty grant returned %+v, want unused free at 11ms", r)
+	}
+	out = m.Grant(at(4*ms), 7, Past)
+	if r := out.Returns[0]; r.Used || r.FreeAt != at(4*ms) {
+		t.Errorf("empty grant of a free GPU returned %+v, want unused free at now = 4ms", r)
+	}
+}
+
+func TestGrantRespectsMaxBatch(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Profile: linear5(3)})
+	m.Enqueue(0, mkReqs(1, 50*ms, 50*ms, 50*ms, 50*ms, 50*ms))
+	// MaxBatch 3: the candidate is 3 even though all 5 fit by deadline.
+	if c := m.Candidate(); c.BatchSize != 3 {
+		t.Fatalf("candidate %+v, want bs 3", c)
+	}
+	out := m.Grant(0, 0, Past)
+	if got := ids(out.Plans[0].Requests); !slices.Equal(got, []RequestID{1, 2, 3}) {
+		t.Errorf("plan %v, want [1 2 3]", got)
+	}
+	if c := out.Returns[0].Candidate; c.BatchSize != 2 || c.ExecAt != 0 {
+		t.Errorf("candidate after grant %+v, want the 2 left, at once", c)
+	}
+}
+
+func TestGrantDropsWhatCannotFit(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving})
+	m.Enqueue(0, mkReqs(1, 10*ms))
+	// The GPU frees at 5ms: 5 + ℓ(1) = 11 > 10, the request cannot make it
+	// even alone. It is dropped and the GPU goes back unused, free at 5ms.
+	out := m.Grant(at(ms), 2, at(5*ms))
+	if len(out.Plans) != 0 {
+		t.Fatalf("planned %+v", out.Plans)
+	}
+	if got := dropIDs(out.Drops, DropDeadline, t); !slices.Equal(got, []RequestID{1}) {
+		t.Errorf("drops %v, want [1]", got)
+	}
+	if r := out.Returns[0]; r.Used || r.FreeAt != at(5*ms) || r.GPU != 2 {
+		t.Errorf("return %+v, want GPU 2 unused free at 5ms", r)
+	}
+}
+
+func TestGrantShrinksBatchForLateGPU(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropTimeout})
+	m.Enqueue(0, mkReqs(1, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms))
+	// A GPU free now: k + 5 ≤ 20 for k ≤ 15, so all 5.
+	wantCand(t, "free GPU", m.Candidate(), 5, 0, at(10*ms), at(20*ms))
+	// A GPU free at 12ms: 12 + k + 5 ≤ 20 for k ≤ 3.
+	out := m.Grant(0, 0, at(12*ms))
+	p := out.Plans[0]
+	if got := ids(p.Requests); !slices.Equal(got, []RequestID{1, 2, 3}) || p.ExecAt != at(12*ms) || p.FinishAt != at(20*ms) {
+		t.Errorf("plan %v exec %v finish %v, want [1 2 3] exec 12ms finish 20ms", got, p.ExecAt, p.FinishAt)
+	}
+	if r := out.Returns[0]; !r.Used || r.FreeAt != at(20*ms) {
+		t.Errorf("return %+v", r)
+	}
+	// The two left form the next candidate for any GPU, now.
+	wantCand(t, "after grant", out.Returns[0].Candidate, 2, 0, at(13*ms), at(20*ms))
+	if len(out.Drops) != 0 {
+		t.Errorf("dropped %v", out.Drops)
+	}
+}
+
+func TestDropTimeoutKeepsFittingPrefix(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropTimeout})
+	// At t=0 a request needs ℓ(1) = 6ms alone. Deadlines 5 and 5.9 cannot
+	// make it (dropped, DropDeadline); 6 fits exactly alone; with dl=6 no
+	// batch of 2 fits (7 > 6), so the candidate is just that head.
+	out := m.Enqueue(0, mkReqs(1, 5*ms, 5900*time.Microsecond, 6*ms, 7*ms, 8*ms, 20*ms, 30*ms))
+	if got := dropIDs(out.Drops, DropDeadline, t); !slices.Equal(got, []RequestID{1, 2}) {
+		t.Errorf("drops %v, want [1 2]", got)
+	}
+	wantCand(t, "timeout", out.Candidate, 1, 0, 0, at(6*ms))
+	if m.Queued() != 5 {
+		t.Errorf("%d queued, want 5", m.Queued())
+	}
+}
+
+func TestDropWindowPrunesHead(t *testing.T) {
+	// Head dl=6ms fits only alone; behind it ten requests with dl=20ms
+	// would form a batch of 10 (10 + 5 ≤ 20) once the head is gone.
+	deadlines := []time.Duration{6 * ms}
+	for range 10 {
+		deadlines = append(deadlines, 20*ms)
+	}
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
+	out := m.Enqueue(0, mkReqs(1, deadlines...))
+	if got := dropIDs(out.Drops, DropPruned, t); !slices.Equal(got, []RequestID{1}) {
+		t.Errorf("drops %v, want the head [1]", got)
+	}
+	// bs = 10, InvalidAfter = 20 − ℓ(10) = 5ms.
+	wantCand(t, "window", out.Candidate, 10, 0, at(5*ms), at(20*ms))
+
+	// The same queue under DropTimeout keeps the head as a batch of one.
+	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropTimeout})
+	out = m.Enqueue(0, mkReqs(1, deadlines...))
+	if len(out.Drops) != 0 {
+		t.Errorf("timeout dropped %v", out.Drops)
+	}
+	wantCand(t, "timeout", out.Candidate, 1, 0, 0, at(6*ms))
+
+	// DropDefault resolves to DropWindow for work-conserving and to
+	// DropTimeout for clockwork.
+	for pol, wantDrops := range map[Policy]int{PolicyWorkConserving: 1, PolicySymphony: 1, PolicyClockwork: 0} {
+		m = newModel(t, ModelConfig{Policy: pol})
+		if out := m.Enqueue(0, mkReqs(1, deadlines...)); len(out.Drops) != wantDrops {
+			t.Errorf("%v default drop policy: %d drops, want %d", pol, len(out.Drops), wantDrops)
+		}
+	}
+}
+
+func TestDropWindowKeepsHead(t *testing.T) {
+	// Whole queue fits (dl 20: 5 + 5 ≤ 20): nothing pruned.
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
+	out := m.Enqueue(0, mkReqs(1, 20*ms, 21*ms, 22*ms, 23*ms, 24*ms))
+	if len(out.Drops) != 0 || out.Candidate.BatchSize != 5 {
+		t.Errorf("whole queue fits: drops %v, bs %d", out.Drops, out.Candidate.BatchSize)
+	}
+
+	// Deadlines 13, 13, then ten of 14: the head's batch is k0 = 8
+	// (8 + 5 ≤ 13); dropping both 13s gives 9 (9 + 5 ≤ 14). Dropping 2 to
+	// gain 1, with 8 ≥ 0.8·9: keep the head.
+	deadlines := []time.Duration{13 * ms, 13 * ms}
+	for range 10 {
+		deadlines = append(deadlines, 14*ms)
+	}
+	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
+	out = m.Enqueue(0, mkReqs(1, deadlines...))
+	if len(out.Drops) != 0 {
+		t.Errorf("near-equal windows: dropped %v", out.Drops)
+	}
+	wantCand(t, "keep", out.Candidate, 8, 0, at(0), at(13*ms))
+}
+
+func TestOutOfOrderDeadlinesAndDropAll(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving})
+	m.Enqueue(0, mkReqs(1, 90*ms, 30*ms, 60*ms))
+	m.Enqueue(at(ms), mkReqs(4, 45*ms, 30*ms)) // ties keep arrival order
+	if c := m.Candidate(); c.Deadline != at(30*ms) || c.BatchSize != 5 {
+		t.Errorf("candidate %+v, want dl 30ms bs 5", c)
+	}
+	out := m.DropAll(at(2*ms), DropShutdown)
+	if got, want := dropIDs(out.Drops, DropShutdown, t), []RequestID{2, 5, 4, 3, 1}; !slices.Equal(got, want) {
+		t.Errorf("DropAll order %v, want deadline order %v", got, want)
+	}
+	if out.Candidate.Valid() || !out.CandidateChanged || m.WakeAt() != Never || m.Queued() != 0 {
+		t.Errorf("after DropAll: candidate %+v changed %v WakeAt %v queued %d", out.Candidate, out.CandidateChanged, m.WakeAt(), m.Queued())
+	}
+	out = m.DropAll(at(3*ms), DropShutdown)
+	if len(out.Drops) != 0 || out.CandidateChanged {
+		t.Errorf("second DropAll: drops %v changed %v", out.Drops, out.CandidateChanged)
+	}
+}
+
+func TestWakeAtShrinksThenDrops(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving})
+	if m.WakeAt() != Never {
+		t.Fatalf("empty core wakes at %v", m.WakeAt())
+	}
+	m.Enqueue(0, mkReqs(1, 25*ms, 40*ms))
+	// bs=2, InvalidAfter = 25 − ℓ(2) = 18ms, WakeAt = 18ms − 0 + 1ns.
+	wake := at(18*ms) + 1
+	if m.WakeAt() != wake {
+		t.Fatalf("WakeAt %v, want %v", m.WakeAt(), wake)
+	}
+	// One nanosecond early the pair still fits: nothing changes except
+	// ExecAt (work-conserving: now).
+	out := m.Tick(wake - 1)
+	if out.Candidate.BatchSize != 2 || len(out.Drops) != 0 {
+		t.Errorf("tick before WakeAt: %+v drops %v", out.Candidate, out.Drops)
+	}
+	// At WakeAt the pair no longer fits: 18ms+1ns + ℓ(2) > 25. It shrinks
+	// to the head alone: InvalidAfter = 25 − 6 = 19ms.
+	out = m.Tick(wake)
+	wantCand(t, "shrunk", out.Candidate, 1, wake, at(19*ms), at(25*ms))
+	if len(out.Drops) != 0 {
+		t.Errorf("shrink dropped %v", out.Drops)
+	}
+	// At 19ms+1ns the head cannot make it even alone: dropped; the 40ms
+	// request is the candidate, InvalidAfter = 34ms.
+	out = m.Tick(m.WakeAt())
+	if got := dropIDs(out.Drops, DropDeadline, t); !slices.Equal(got, []RequestID{1}) {
+		t.Errorf("drops %v, want [1]", got)
+	}
+	wantCand(t, "next", out.Candidate, 1, at(19*ms)+1, at(34*ms), at(40*ms))
+	if got, want := m.WakeAt(), at(34*ms)+1; got != want {
+		t.Errorf("WakeAt %v, want %v", got, want)
+	}
+	m.Tick(m.WakeAt())
+	if m.Queued() != 0 || m.WakeAt() != Never {
+		t.Errorf("after last deadline: %d queued, WakeAt %v", m.Queued(), m.WakeAt())
+	}
+}
+
+func TestTimeGoingBackwardsIsClamped(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving})
+	m.Enqueue(at(10*ms), mkReqs(1, 50*ms))
+	// A caller whose clock reading is older: treated as 10ms.
+	out := m.Enqueue(at(5*ms), mkReqs(2, 50*ms))
+	if out.Candidate.ExecAt != at(10*ms) {
+		t.Errorf("ExecAt %v after an earlier now, want 10ms", out.Candidate.ExecAt)
+	}
+	out = m.Grant(at(3*ms), 0, Past)
+	p := out.Plans[0]
+	if p.GrantedAt != at(10*ms) || p.ExecAt != at(10*ms) || p.FinishAt != at(17*ms) {
+		t.Errorf("plan granted %v exec %v finish %v, want 10ms 10ms 17ms", p.GrantedAt, p.ExecAt, p.FinishAt)
+	}
+}
+
+// bruteFit is the dumb oracle for DropTimeout: from the requests (sorted by
+// deadline, ties in arrival order), drop those that cannot finish in time
+// even alone, then try every k and keep the largest whose k earliest
+// requests all finish by their deadlines on a GPU free at gpuFreeAt.
+func bruteFit(rs []Request, now, gpuFreeAt Time, prof profile.Profile, d Delays) (dropped []Request, kept []Request, k int) {
+	finish := func(k int) Time {
+		return MaxTime(now.Add(d.Dispatch(k)), gpuFreeAt).Add(prof.Latency(k))
+	}
+	i := 0
+	for i < len(rs) && finish(1) > rs[i].Deadline.Add(-d.Result) {
+		i++
+	}
+	dropped, kept = rs[:i], rs[i:]
+	for c := 1; c <= len(kept) && c <= prof.MaxBatch(); c++ {
+		ok := true
+		for _, r := range kept[:c] {
+			if finish(c) > r.Deadline.Add(-d.Result) {
+				ok = false
+			}
+		}
+		if ok {
+			k = c
+		}
+	}
+	return dropped, kept, k
+}
+
+func TestCandidateMatchesBruteForce(t *testing.T) {
+	const seed = 20240917
+	rng := rand.New(rand.NewPCG(seed, 1))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	// Counts of the interesting cases, so that a change to the generator
+	// cannot quietly stop exercising them.
+	var drops, holds, shrunk, big int
+	for iter := range 3000 {
+		alpha := dur(0, 3*ms)
+		beta := dur(0, 8*ms)
+		if alpha == 0 && beta == 0 {
+			beta = ms
+		}
+		maxBatch := 0
+		if rng.IntN(2) == 0 {
+			maxBatch = 1 + rng.IntN(12)
+		}
+		prof := profile.MustLinear(alpha, beta, maxBatch)
+		var d Delays
+		if rng.IntN(2) == 0 {
+			d = Delays{Ctrl: dur(0, ms), DataPerRequest: dur(0, 200*time.Microsecond), Result: dur(0, 2*ms)}
+		}
+		window := time.Duration(0)
+		if rng.IntN(2) == 0 {
+			window = dur(ms, 100*ms)
+		}
+		pol := []Policy{PolicySymphony, PolicyWorkConserving, PolicyClockwork}[rng.IntN(3)]
+		m := newModel(t, ModelConfig{Profile: prof, Policy: pol, Drop: DropTimeout, Delays: d, RateWindow: window})
+
+		n := rng.IntN(13)
+		rs := make([]Request, n)
+		for i := range rs {
+			// Half-millisecond steps make ties common.
+			rs[i] = Request{ID: RequestID(i + 1), Deadline: at(time.Duration(rng.IntN(120)) * ms / 2)}
+		}
+		now := at(dur(0, 20*ms))
+		free := Past
+		if rng.IntN(3) > 0 {
+			free = at(dur(0, 40*ms))
+		}
+		sorted := slices.Clone(rs)
+		slices.SortStableFunc(sorted, func(a, b Request) int { return int(a.Deadline - b.Deadline) })
+
+		// λ after n arrivals at one instant: the window's covered span is
+		// clamped to one bucket.
+		bucket := window / rateBuckets
+		if window == 0 {
+			bucket = DefaultRateWindow / rateBuckets
+		}
+		held := func(k int) bool {
+			lambda := float64(n) / bucket.Seconds()
+			return pol == PolicySymphony && float64(k) < prof.Beta().Seconds()*lambda
+		}
+		// wantExec is the ExecAt a batch of k starting no earlier than start
+		// must have: start, or sched_at while fewer than βλ are queued.
+		wantExec := func(k int, dl, start Time) Time {
+			if held(k) {
+				return MaxTime(start, dl.Add(-prof.Latency(k+1)))
+			}
+			return start
+		}
+		checkDrops := func(step string, drops []Drop, want []Request) {
+			t.Helper()
+			if got, want := dropIDs(drops, DropDeadline, t), ids(want); !slices.Equal(got, want) {
+				t.Fatalf("iter %d %s: dropped %v, want %v", iter, step, got, want)
+			}
+		}
+
+		out := m.Enqueue(now, rs)
+		dropped, kept, k := bruteFit(sorted, now, Past, prof, d)
+		checkDrops("enqueue", out.Drops, dropped)
+		c := out.Candidate
+		if c.BatchSize != k {
+			t.Fatalf("iter %d enqueue: bs %d, brute force %d (now %v, ℓ(1) %v, queue %v)", iter, c.BatchSize, k, now, prof.Latency(1), kept)
+		}
+		if k > 0 {
+			dl := kept[0].Deadline.Add(-d.Result)
+			exec := wantExec(k, dl, now.Add(d.Dispatch(k)))
+			if c.Deadline != dl || c.InvalidAfter != dl.Add(-prof.Latency(k)) || c.ExecAt != exec {
+				t.Fatalf("iter %d enqueue: candidate %+v, want dl %v invalid %v exec %v", iter, c, dl, dl.Add(-prof.Latency(k)), exec)
+			}
+		}
+
+		if len(out.Drops) > 0 {
+			drops++
+		}
+		if k >= 4 {
+			big++
+		}
+		if k > 0 && held(k) {
+			holds++
+		}
+
+		out = m.Grant(now, 0, free)
+		kEnq := k
+		dropped, kept, k = bruteFit(kept, now, free, prof, d)
+		if k < kEnq {
+			shrunk++
+		}
+		checkDrops("grant", out.Drops, dropped)
+		if k == 0 {
+			if len(out.Plans) != 0 || out.Returns[0].Used {
+				t.Fatalf("iter %d: planned with nothing fitting", iter)
+			}
+			continue
+		}
+		if len(out.Plans) != 1 {
+			t.Fatalf("iter %d: %d plans, brute force fits %d", iter, len(out.Plans), k)
+		}
+		p := out.Plans[0]
+		if got, want := ids(p.Requests), ids(kept[:k]); !slices.Equal(got, want) {
+			t.Fatalf("iter %d: planned %v, want the %d earliest %v", iter, got, k, want)
+		}
+		for _, r := range p.Requests {
+			if p.FinishAt.Add(d.Result) > r.Deadline {
+				t.Fatalf("iter %d: request %d answered at %v after its deadline %v", iter, r.ID, p.FinishAt.Add(d.Result), r.Deadline)
+			}
+		}
+		start := MaxTime(now.Add(d.Dispatch(k)), free)
+		if want := wantExec(k, kept[0].Deadline.Add(-d.Result), start); p.ExecAt != want {
+			t.Fatalf("iter %d: plan starts at %v, want %v (inputs at %v, GPU free at %v)", iter, p.ExecAt, want, now.Add(d.Dispatch(k)), free)
+		}
+		if ret := out.Returns[0]; !ret.Used || ret.FreeAt != p.FinishAt {
+			t.Fatalf("iter %d: return %+v, plan finishes at %v", iter, ret, p.FinishAt)
+		}
+		if m.Queued() != len(kept)-k {
+			t.Fatalf("iter %d: %d queued after grant, want %d", iter, m.Queued(), len(kept)-k)
+		}
+	}
+	if drops < 100 || holds < 100 || shrunk < 100 || big < 100 {
+		t.Errorf("generator too tame: %d with drops, %d held for sched_at, %d shrunk by a late GPU, %d with bs ≥ 4", drops, holds, shrunk, big)
+	}
+	t.Logf("%d with drops, %d held for sched_at, %d shrunk by a late GPU, %d with bs ≥ 4", drops, holds, shrunk, big)
+}
+
+// TestDropWindowNeverWorseThanTimeout checks DropWindow against the same
+// brute force: its batch is at least the timeout batch, it prunes only from
+// the head, and the batch it proposes fits.
+func TestDropWindowNeverWorseThanTimeout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for iter := range 3000 {
+		prof := profile.MustLinear(time.Duration(rng.IntN(3000))*time.Microsecond, time.Duration(1+rng.IntN(8000))*time.Microsecond, 0)
+		m := newModel(t, ModelConfig{Profile: prof, Policy: PolicyWorkConserving, Drop: DropWindow})
+		n := 1 + rng.IntN(12)
+		rs := make([]Request, n)
+		for i := range rs {
+			rs[i] = Request{ID: RequestID(i + 1), Deadline: at(time.Duration(rng.IntN(80)) * ms / 2)}
+		}
+		sorted := slices.Clone(rs)
+		slices.SortStableFunc(sorted, func(a, b Request) int { return int(a.Deadline - b.Deadline) })
+		now := at(time.Duration(rng.IntN(10)) * ms)
+		out := m.Enqueue(now, rs)
+		_, kept, k := bruteFit(sorted, now, Past, prof, Delays{})
+		c := out.Candidate
+		if c.BatchSize < k {
+			t.Fatalf("iter %d: window batch %d < timeout batch %d", iter, c.BatchSize, k)
+		}
+		pruned := 0
+		for _, d := range out.Drops {
+			if d.Reason == DropPruned {
+				if d.Request.ID != kept[pruned].ID {
+					t.Fatalf("iter %d: pruned %d, want the head %d", iter, d.Request.ID, kept[pruned].ID)
+				}
+				pruned++
+			}
+		}
+		if k > 0 && c.ExecAt.Add(prof.Latency(c.BatchSize)) > c.Deadline {
+			t.Fatalf("iter %d: candidate %+v does not fit", iter, c)
+		}
+		if k > 0 && c.Deadline != kept[pruned].Deadline {
+			t.Fatalf("iter %d: candidate dl %v, head after pruning %v", iter, c.Deadline, kept[pruned].Deadline)
+		}
+	}
+}
