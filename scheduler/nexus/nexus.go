@@ -57,12 +57,13 @@ type Allocation struct {
 
 // Allocate bin-packs the models onto the GPUs (Nexus's squishy bin packing,
 // simplified): each model needs rate/throughput(b) GPUs at its batch size b;
-// the needs are scaled so that all GPUs are used, whole GPUs are dedicated,
-// and the fractional remainders are packed first-fit-decreasing onto the
-// remaining GPUs.
+// whole GPUs are dedicated, and the fractional remainders are packed
+// first-fit-decreasing onto shared GPUs whose round-robin duty cycle still
+// meets every hosted model's SLO. The needs are scaled up as far as the
+// packing still fits the cluster, so spare GPUs become spare capacity.
 func Allocate(cfg Config) Allocation {
 	n := len(cfg.Models)
-	a := Allocation{GPUs: make([][]Share, cfg.GPUs), Batch: make([]int, n)}
+	batch := make([]int, n)
 	need := make([]float64, n)
 	var total float64
 	for m, spec := range cfg.Models {
@@ -71,14 +72,37 @@ func Allocate(cfg Config) Allocation {
 		if b < 1 {
 			b = 1
 		}
-		a.Batch[m] = b
+		batch[m] = b
 		need[m] = spec.Rate / spec.Profile.Throughput(b)
 		total += need[m]
 	}
-	scale := 0.0
-	if total > 0 {
-		scale = float64(cfg.GPUs) / total
+	if total <= 0 {
+		total = 1
 	}
+	// Binary search for the largest scale that packs without overcommit.
+	lo, hi := 0.0, float64(cfg.GPUs)/total
+	best, ok := pack(cfg, batch, need, lo, false)
+	if !ok {
+		best, _ = pack(cfg, batch, need, lo, true)
+	}
+	if a, ok := pack(cfg, batch, need, hi, false); ok {
+		return a
+	}
+	for i := 0; i < 30; i++ {
+		mid := (lo + hi) / 2
+		if a, ok := pack(cfg, batch, need, mid, false); ok {
+			best, lo = a, mid
+		} else {
+			hi = mid
+		}
+	}
+	return best
+}
+
+// pack places every model's scaled need; with overcommit it never fails,
+// putting what fits nowhere on the least-loaded GPU.
+func pack(cfg Config, batch []int, need []float64, scale float64, overcommit bool) (Allocation, bool) {
+	a := Allocation{GPUs: make([][]Share, cfg.GPUs), Batch: batch}
 	load := make([]float64, cfg.GPUs)
 	next := 0 // next unused GPU
 	type residual struct {
@@ -88,7 +112,13 @@ func Allocate(cfg Config) Allocation {
 	var rest []residual
 	for m := range cfg.Models {
 		share := need[m] * scale
-		for share >= 1 && next < cfg.GPUs {
+		for share >= 1 {
+			if next == cfg.GPUs {
+				if !overcommit {
+					return a, false
+				}
+				break
+			}
 			a.GPUs[next] = append(a.GPUs[next], Share{Model: m, Fraction: 1})
 			load[next] = 1
 			next++
@@ -99,30 +129,63 @@ func Allocate(cfg Config) Allocation {
 		}
 	}
 	sort.SliceStable(rest, func(i, j int) bool { return rest[i].frac > rest[j].frac })
+	// fits reports whether model m can join GPU g: the GPU's load stays
+	// within one, and its duty cycle (one batch of every hosted model, run
+	// in turn) plus each hosted model's own batch still meets that model's
+	// SLO, as in Nexus's squishy bin packing.
+	fits := func(g, m int, frac float64) bool {
+		if load[g]+frac > 1+1e-9 {
+			return false
+		}
+		cycle := cfg.Models[m].Profile.Latency(a.Batch[m])
+		for _, s := range a.GPUs[g] {
+			cycle += cfg.Models[s.Model].Profile.Latency(a.Batch[s.Model])
+		}
+		budget := func(i int) time.Duration {
+			return cfg.Models[i].SLO - cfg.Delays.Result - cfg.Delays.Dispatch(1)
+		}
+		if cycle+cfg.Models[m].Profile.Latency(a.Batch[m]) > budget(m) {
+			return false
+		}
+		for _, s := range a.GPUs[g] {
+			if cycle+cfg.Models[s.Model].Profile.Latency(a.Batch[s.Model]) > budget(s.Model) {
+				return false
+			}
+		}
+		return true
+	}
 	shared := next
 	for _, r := range rest {
 		placed := false
 		for g := shared; g < cfg.GPUs && !placed; g++ {
-			if load[g]+r.frac <= 1+1e-9 {
+			if len(a.GPUs[g]) == 0 || fits(g, r.model, r.frac) {
 				a.GPUs[g] = append(a.GPUs[g], Share{Model: r.model, Fraction: r.frac})
 				load[g] += r.frac
 				placed = true
 			}
 		}
+		if !placed && !overcommit {
+			return a, false
+		}
 		if !placed {
-			// Overcommit the least-loaded GPU rather than leave the model
+			// Out of GPUs: overcommit the least-loaded GPU (preferring
+			// one hosting only this model) rather than leave the model
 			// without a home.
-			best := 0
-			for g := 1; g < cfg.GPUs; g++ {
-				if load[g] < load[best] {
+			best := -1
+			for g := 0; g < cfg.GPUs; g++ {
+				alone := len(a.GPUs[g]) == 1 && a.GPUs[g][0].Model == r.model
+				if best < 0 || alone || load[g] < load[best] {
 					best = g
+					if alone {
+						break
+					}
 				}
 			}
 			a.GPUs[best] = append(a.GPUs[best], Share{Model: r.model, Fraction: r.frac})
 			load[best] += r.frac
 		}
 	}
-	return a
+	return a, true
 }
 
 func routesOf(a Allocation, m int) []int {

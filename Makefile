@@ -1,0 +1,41 @@
+# Symphony developer targets. CI runs .ci/run, which runs `make test`.
+GO      ?= go
+BIN     := bin/symphony
+PKGS    := ./...
+
+.PHONY: build test bench demo experiments fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/symphony
+
+# The README's test command: every package, with the race detector.
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+
+# Go benchmarks (allocation counts included) and the scheduler-alone
+# throughput benchmark of the paper's Figure 11 (left).
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./scheduler/...
+	$(BIN) bench scheduler
+
+# The main job on the bundled default: the simulator on the demo workload,
+# every policy side by side.
+demo: build
+	$(BIN) sim -f testdata/workloads/demo.yaml --compare
+
+# The paper's experiments recorded in docs/benchmarks.md.
+experiments: build
+	$(BIN) sim -f testdata/workloads/table4-resnet50.yaml --compare --find-goodput --plot out/table4-resnet50
+	$(BIN) sim -f testdata/workloads/table4-inceptionresnetv2.yaml --compare --find-goodput --plot out/table4-inceptionresnetv2
+	$(BIN) sim -f testdata/workloads/mixed-1080ti.yaml --compare --find-goodput
+	bench/scripts/mixed-sweep.sh $(BIN)
+	$(BIN) sim -f testdata/workloads/flat-top.yaml --find-goodput --sweep 0.25,0.5,0.75,1,1.25,1.5,2 --plot out/flat-top
+
+# A short fuzzing pass over every decoder of external bytes.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./bench/workload/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRateTrace$$' -fuzztime 60s ./bench/workload/
+
+clean:
+	rm -rf bin out
