@@ -87,63 +87,85 @@ func TestModelConfigValidate(t *testing.T) {
 	}
 }
 
-// With a tiny λ the βλ rule is met by a single request, so the candidate is
-// schedulable at once.
-func TestSchedAtTinyRate(t *testing.T) {
-	m := newModel(t, ModelConfig{Policy: PolicySymphony})
-	out := m.Enqueue(0, mkReqs(1, 25*ms))
-	// Default window 1s = 10 buckets of 100ms. One arrival at t=0: the
-	// window has covered 0s, clamped to one bucket, so λ = 1/0.1s = 10/s
-	// and βλ = 5ms·10/s = 0.05. bs=1 < 0.05 is false: ExecAt is the
-	// earliest start, now + dispatch(1) = 0.
-	// InvalidAfter = dl − ℓ(1) = 25 − 6 = 19ms.
-	wantCand(t, "one request", out.Candidate, 1, 0, at(19*ms), at(25*ms))
-	if !out.CandidateChanged || out.Candidate.Version != 1 {
-		t.Errorf("first candidate: changed %v version %d, want true 1", out.CandidateChanged, out.Candidate.Version)
-	}
-	if got, want := m.WakeAt(), at(19*ms)+1; got != want {
-		t.Errorf("WakeAt %v, want InvalidAfter − dispatch(1) + 1ns = %v", got, want)
-	}
-}
-
-// With a short rate window, a few requests at once make βλ large, and the
-// candidate waits until sched_at = dl − ℓ(bs+1).
+// TestSchedAt: under the symphony policy's default schedulable condition
+// (sched_at only) a candidate waits until sched_at = dl − ℓ(bs+1), the last
+// moment it could still take one more request, whatever the arrival rate.
 func TestSchedAt(t *testing.T) {
-	m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms})
-	// Window 10ms = 10 buckets of 1ms; the covered span is clamped to one
-	// bucket while it is shorter.
-	//
-	// t=0, one request dl=25ms: λ = 1/1ms = 1000/s, βλ = 5ms·1000/s = 5.
-	// bs=1 < 5: ExecAt = max(0, dl − ℓ(2)) = 25 − 7 = 18ms;
+	m := newModel(t, ModelConfig{Policy: PolicySymphony})
+	// t=0, one request dl=25ms: ExecAt = max(0, dl − ℓ(2)) = 25 − 7 = 18ms;
 	// InvalidAfter = 25 − ℓ(1) = 19ms.
 	out := m.Enqueue(0, mkReqs(1, 25*ms))
 	wantCand(t, "1 request", out.Candidate, 1, at(18*ms), at(19*ms), at(25*ms))
+	if !out.CandidateChanged || out.Candidate.Version != 1 {
+		t.Errorf("first candidate: changed %v version %d, want true 1", out.CandidateChanged, out.Candidate.Version)
+	}
+	// WakeAt = InvalidAfter − dispatch(1) + 1ns.
 	if got, want := m.WakeAt(), at(19*ms)+1; got != want {
 		t.Errorf("WakeAt %v, want %v", got, want)
 	}
-	// t=0, second request dl=30ms: λ = 2000/s, βλ = 10, bs=2:
+	// t=0, second request dl=30ms, bs=2:
 	// ExecAt = 25 − ℓ(3) = 17ms, InvalidAfter = 25 − ℓ(2) = 18ms.
 	out = m.Enqueue(0, mkReqs(2, 30*ms))
 	wantCand(t, "2 requests", out.Candidate, 2, at(17*ms), at(18*ms), at(25*ms))
 	if out.Candidate.Version != 2 {
 		t.Errorf("version %d, want 2", out.Candidate.Version)
 	}
-	// t=0.5ms, third request dl=26ms (out of order, lands second): the
-	// window covers 0.5ms, clamped to 1ms: λ = 3000/s, βλ = 15, bs=3:
+	// t=0.5ms, third request dl=26ms (out of order, lands second), bs=3:
 	// ExecAt = 25 − ℓ(4) = 16ms, InvalidAfter = 25 − ℓ(3) = 17ms.
 	out = m.Enqueue(at(ms/2), mkReqs(3, 26*ms))
 	wantCand(t, "3 requests", out.Candidate, 3, at(16*ms), at(17*ms), at(25*ms))
-	// A tick at the same instant sees the same queue and the same λ: the
-	// candidate is not republished.
+	// A tick at the same instant sees the same queue: the candidate is not
+	// republished.
 	out = m.Tick(at(ms / 2))
-	if out.CandidateChanged {
+	if out.CandidateChanged || out.Candidate.Version != 3 {
 		t.Errorf("Tick without change republished %+v", out.Candidate)
 	}
+	// Once sched_at is past, the earliest start takes over: at 16.5ms the
+	// batch of three still fits (16.5 + 8 ≤ 25), ExecAt = now.
+	out = m.Tick(at(16*ms + ms/2))
+	wantCand(t, "past sched_at", out.Candidate, 3, at(16*ms+ms/2), at(17*ms), at(25*ms))
+
+	// SchedulableSchedAt is the default spelled out.
+	m = newModel(t, ModelConfig{Policy: PolicySymphony, Schedulable: SchedulableSchedAt})
+	out = m.Enqueue(0, mkReqs(1, 25*ms))
+	wantCand(t, "sched-at", out.Candidate, 1, at(18*ms), at(19*ms), at(25*ms))
+}
+
+// TestSchedAtBetaLambda: with SchedulableBetaLambda the candidate is
+// schedulable at once when it already holds βλ requests, and waits for
+// sched_at while it holds fewer.
+func TestSchedAtBetaLambda(t *testing.T) {
+	// Default window 1s = 10 buckets of 100ms. One arrival at t=0: the
+	// window has covered 0s, clamped to one bucket, so λ = 1/0.1s = 10/s
+	// and βλ = 5ms·10/s = 0.05. bs=1 < 0.05 is false: ExecAt is the
+	// earliest start, now + dispatch(1) = 0.
+	m := newModel(t, ModelConfig{Policy: PolicySymphony, Schedulable: SchedulableBetaLambda})
+	out := m.Enqueue(0, mkReqs(1, 25*ms))
+	wantCand(t, "tiny λ", out.Candidate, 1, 0, at(19*ms), at(25*ms))
+
+	// Window 10ms = 10 buckets of 1ms. One arrival at t=0: λ = 1/1ms =
+	// 1000/s, βλ = 5. bs=1 < 5: wait for sched_at = 25 − ℓ(2) = 18ms.
+	m = newModel(t, ModelConfig{Policy: PolicySymphony, Schedulable: SchedulableBetaLambda, RateWindow: 10 * ms})
+	out = m.Enqueue(0, mkReqs(1, 25*ms))
+	wantCand(t, "large λ", out.Candidate, 1, at(18*ms), at(19*ms), at(25*ms))
+	// Five more at t=0: λ = 6/1ms = 6000/s, βλ = 30: bs=6 still waits,
+	// ExecAt = 25 − ℓ(7) = 13ms, InvalidAfter = 25 − ℓ(6) = 14ms.
+	out = m.Enqueue(0, mkReqs(2, 30*ms, 30*ms, 30*ms, 30*ms, 30*ms))
+	wantCand(t, "6 requests", out.Candidate, 6, at(13*ms), at(14*ms), at(25*ms))
+	// At t=20ms the window (10ms) has rolled past every arrival: λ = 0,
+	// βλ = 0, and the candidate is schedulable at once. The 25ms request
+	// is gone by then (20 + ℓ(1) > 25); the five 30ms ones fit
+	// (20 + ℓ(5) = 30): ExecAt = now, InvalidAfter = 30 − 10 = 20ms.
+	out = m.Tick(at(20 * ms))
+	if got := dropIDs(out.Drops, DropDeadline, t); !slices.Equal(got, []RequestID{1}) {
+		t.Errorf("drops %v, want [1]", got)
+	}
+	wantCand(t, "λ decayed", out.Candidate, 5, at(20*ms), at(20*ms), at(30*ms))
 }
 
 func TestSchedAtResultDelay(t *testing.T) {
-	m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms, Delays: Delays{Result: 2 * ms}})
-	// dl = Deadline − Result = 25 − 2 = 23ms; βλ = 5 as above.
+	m := newModel(t, ModelConfig{Policy: PolicySymphony, Delays: Delays{Result: 2 * ms}})
+	// dl = Deadline − Result = 25 − 2 = 23ms.
 	// ExecAt = 23 − ℓ(2) = 16ms; InvalidAfter = 23 − ℓ(1) = 17ms.
 	out := m.Enqueue(0, mkReqs(1, 25*ms))
 	wantCand(t, "result delay", out.Candidate, 1, at(16*ms), at(17*ms), at(23*ms))
@@ -151,7 +173,7 @@ func TestSchedAtResultDelay(t *testing.T) {
 
 func TestSchedAtDispatchDelay(t *testing.T) {
 	d := Delays{Ctrl: ms, DataPerRequest: ms / 2}
-	m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms, Delays: d})
+	m := newModel(t, ModelConfig{Policy: PolicySymphony, Delays: d})
 	// Loose deadline: earliest = 0 + 1ms + 1·0.5ms = 1.5ms; sched_at = 18ms.
 	out := m.Enqueue(0, mkReqs(1, 25*ms))
 	wantCand(t, "loose", out.Candidate, 1, at(18*ms), at(19*ms), at(25*ms))
@@ -162,7 +184,7 @@ func TestSchedAtDispatchDelay(t *testing.T) {
 
 	// Tight deadline 8ms: sched_at = 8 − ℓ(2) = 1ms is before the earliest
 	// start 1.5ms, so ExecAt = 1.5ms; InvalidAfter = 8 − 6 = 2ms.
-	m = newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 10 * ms, Delays: d})
+	m = newModel(t, ModelConfig{Policy: PolicySymphony, Delays: d})
 	out = m.Enqueue(0, mkReqs(1, 8*ms))
 	wantCand(t, "tight", out.Candidate, 1, at(3*ms/2), at(2*ms), at(8*ms))
 
@@ -174,17 +196,28 @@ func TestSchedAtDispatchDelay(t *testing.T) {
 }
 
 // TestBetaLambdaRule feeds a steady 1923 req/s (one request every 0.52ms)
-// for a second of virtual time, so λ ≈ 1923/s and βλ ≈ 5ms·1923/s ≈ 9.6:
-// candidates of up to 9 requests wait for sched_at, candidates of 10 or
-// more are schedulable at the earliest start. (At exactly 2000 req/s βλ
-// would sit on the integer 10, and the estimator's off-by-one-arrival
-// window would decide the bs=10 case.)
+// for a second of virtual time, so λ ≈ 1923/s and βλ ≈ 5ms·1923/s ≈ 9.6.
+// With SchedulableBetaLambda, candidates of up to 9 requests wait for
+// sched_at and candidates of 10 or more are schedulable at the earliest
+// start. (At exactly 2000 req/s βλ would sit on the integer 10, and the
+// estimator's off-by-one-arrival window would decide the bs=10 case.)
+// The default condition always waits for sched_at; the work-conserving
+// policy never waits.
 func TestBetaLambdaRule(t *testing.T) {
 	const gap = 520 * time.Microsecond
 	const slo = 200 * ms
-	for _, pol := range []Policy{PolicySymphony, PolicyWorkConserving} {
-		t.Run(pol.String(), func(t *testing.T) {
-			m := newModel(t, ModelConfig{Policy: pol})
+	for _, c := range []struct {
+		name     string
+		pol      Policy
+		sched    Schedulable
+		waitUpTo int // candidates of up to this many requests wait for sched_at
+	}{
+		{"beta-lambda", PolicySymphony, SchedulableBetaLambda, 9},
+		{"default", PolicySymphony, SchedulableDefault, 20},
+		{"work-conserving", PolicyWorkConserving, SchedulableBetaLambda, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newModel(t, ModelConfig{Policy: c.pol, Schedulable: c.sched})
 			var now Time
 			id := RequestID(1)
 			enqueue := func() *ModelOutput {
@@ -205,17 +238,16 @@ func TestBetaLambdaRule(t *testing.T) {
 			headDl := now.Add(slo)
 			for bs := 1; bs <= 20; bs++ {
 				enq := now
-				out := enqueue()
-				c := out.Candidate
-				if c.BatchSize != bs || c.Deadline != headDl {
-					t.Fatalf("bs %d: candidate %+v, want the whole queue behind dl %v", bs, c, headDl)
+				cand := enqueue().Candidate
+				if cand.BatchSize != bs || cand.Deadline != headDl {
+					t.Fatalf("bs %d: candidate %+v, want the whole queue behind dl %v", bs, cand, headDl)
 				}
 				want := enq // earliest start: no delays
-				if pol == PolicySymphony && bs <= 9 {
+				if bs <= c.waitUpTo {
 					want = headDl.Add(-linear5(0).Latency(bs + 1))
 				}
-				if c.ExecAt != want {
-					t.Errorf("%v, %d queued: ExecAt %v, want %v", pol, bs, c.ExecAt, want)
+				if cand.ExecAt != want {
+					t.Errorf("%d queued: ExecAt %v, want %v", bs, cand.ExecAt, want)
 				}
 			}
 		})
@@ -340,6 +372,22 @@ func TestDropTimeoutKeepsFittingPrefix(t *testing.T) {
 	}
 }
 
+// enqueueAndGrant enqueues rs at now and grants a GPU free at gpuFreeAt at
+// the same instant. It returns every drop of both calls and the plan, if
+// any. DropWindow may prune when the candidate is built or only once a GPU
+// is in hand; collecting both calls' drops keeps these tests neutral.
+func enqueueAndGrant(m *ModelCore, now Time, rs []Request, gpuFreeAt Time) ([]Drop, *BatchPlan) {
+	drops := slices.Clone(m.Enqueue(now, rs).Drops)
+	out := m.Grant(now, 0, gpuFreeAt)
+	drops = append(drops, out.Drops...)
+	if len(out.Plans) == 0 {
+		return drops, nil
+	}
+	p := out.Plans[0]
+	p.Requests = slices.Clone(p.Requests)
+	return drops, &p
+}
+
 func TestDropWindowPrunesHead(t *testing.T) {
 	// Head dl=6ms fits only alone; behind it ten requests with dl=20ms
 	// would form a batch of 10 (10 + 5 ≤ 20) once the head is gone.
@@ -347,53 +395,67 @@ func TestDropWindowPrunesHead(t *testing.T) {
 	for range 10 {
 		deadlines = append(deadlines, 20*ms)
 	}
+	tail := []RequestID{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
-	out := m.Enqueue(0, mkReqs(1, deadlines...))
-	if got := dropIDs(out.Drops, DropPruned, t); !slices.Equal(got, []RequestID{1}) {
+	drops, p := enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past)
+	if got := dropIDs(drops, DropPruned, t); !slices.Equal(got, []RequestID{1}) {
 		t.Errorf("drops %v, want the head [1]", got)
 	}
-	// bs = 10, InvalidAfter = 20 − ℓ(10) = 5ms.
-	wantCand(t, "window", out.Candidate, 10, 0, at(5*ms), at(20*ms))
-
-	// The same queue under DropTimeout keeps the head as a batch of one.
-	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropTimeout})
-	out = m.Enqueue(0, mkReqs(1, deadlines...))
-	if len(out.Drops) != 0 {
-		t.Errorf("timeout dropped %v", out.Drops)
+	// A batch of the ten: ExecAt 0, FinishAt ℓ(10) = 15ms ≤ 20ms.
+	if p == nil || !slices.Equal(ids(p.Requests), tail) || p.FinishAt != at(15*ms) {
+		t.Errorf("window plan %+v, want the ten 20ms requests finishing at 15ms", p)
 	}
-	wantCand(t, "timeout", out.Candidate, 1, 0, 0, at(6*ms))
 
-	// DropDefault resolves to DropWindow for work-conserving and to
-	// DropTimeout for clockwork.
+	// The same queue under DropTimeout serves the head alone.
+	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropTimeout})
+	drops, p = enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past)
+	if len(drops) != 0 || p == nil || !slices.Equal(ids(p.Requests), []RequestID{1}) {
+		t.Errorf("timeout: drops %v, plan %+v; want the head alone", drops, p)
+	}
+
+	// DropDefault resolves to DropWindow for symphony and work-conserving,
+	// and to DropTimeout for clockwork.
 	for pol, wantDrops := range map[Policy]int{PolicyWorkConserving: 1, PolicySymphony: 1, PolicyClockwork: 0} {
 		m = newModel(t, ModelConfig{Policy: pol})
-		if out := m.Enqueue(0, mkReqs(1, deadlines...)); len(out.Drops) != wantDrops {
-			t.Errorf("%v default drop policy: %d drops, want %d", pol, len(out.Drops), wantDrops)
+		if drops, _ := enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past); len(drops) != wantDrops {
+			t.Errorf("%v default drop policy: %d drops, want %d", pol, len(drops), wantDrops)
 		}
+	}
+
+	// A GPU free only at 9ms: the head cannot make it (9 + 6 > 6), whether
+	// or not it was pruned before; 9 + k + 5 ≤ 20 leaves room for six.
+	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
+	drops, p = enqueueAndGrant(m, 0, mkReqs(1, deadlines...), at(9*ms))
+	if len(drops) != 1 || drops[0].Request.ID != 1 {
+		t.Errorf("late GPU: drops %v, want the head", drops)
+	}
+	if p == nil || !slices.Equal(ids(p.Requests), tail[:6]) || p.ExecAt != at(9*ms) {
+		t.Errorf("late GPU plan %+v, want six from 9ms", p)
 	}
 }
 
 func TestDropWindowKeepsHead(t *testing.T) {
 	// Whole queue fits (dl 20: 5 + 5 ≤ 20): nothing pruned.
 	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
-	out := m.Enqueue(0, mkReqs(1, 20*ms, 21*ms, 22*ms, 23*ms, 24*ms))
-	if len(out.Drops) != 0 || out.Candidate.BatchSize != 5 {
-		t.Errorf("whole queue fits: drops %v, bs %d", out.Drops, out.Candidate.BatchSize)
+	drops, p := enqueueAndGrant(m, 0, mkReqs(1, 20*ms, 21*ms, 22*ms, 23*ms, 24*ms), Past)
+	if len(drops) != 0 || p == nil || len(p.Requests) != 5 {
+		t.Errorf("whole queue fits: drops %v, plan %+v", drops, p)
 	}
 
 	// Deadlines 13, 13, then ten of 14: the head's batch is k0 = 8
-	// (8 + 5 ≤ 13); dropping both 13s gives 9 (9 + 5 ≤ 14). Dropping 2 to
-	// gain 1, with 8 ≥ 0.8·9: keep the head.
+	// (8 + 5 ≤ 13); dropping both 13s gives 9 (9 + 5 ≤ 14). Dropping two
+	// requests to gain one, with a head batch nearly as big: keep the head.
 	deadlines := []time.Duration{13 * ms, 13 * ms}
 	for range 10 {
 		deadlines = append(deadlines, 14*ms)
 	}
 	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
-	out = m.Enqueue(0, mkReqs(1, deadlines...))
-	if len(out.Drops) != 0 {
-		t.Errorf("near-equal windows: dropped %v", out.Drops)
+	drops, p = enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past)
+	if len(drops) != 0 || p == nil || !slices.Equal(ids(p.Requests), []RequestID{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Errorf("near-equal windows: drops %v, plan %+v; want the first eight", drops, p)
 	}
-	wantCand(t, "keep", out.Candidate, 8, 0, at(0), at(13*ms))
+	// The four left (dl 14) form the next candidate.
+	wantCand(t, "after keep", m.Candidate(), 4, 0, at(5*ms), at(14*ms))
 }
 
 func TestOutOfOrderDeadlinesAndDropAll(t *testing.T) {
@@ -504,7 +566,7 @@ func TestCandidateMatchesBruteForce(t *testing.T) {
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	// Counts of the interesting cases, so that a change to the generator
 	// cannot quietly stop exercising them.
-	var drops, holds, shrunk, big int
+	var drops, holds, shrunk, big, betaHeld, betaFree int
 	for iter := range 3000 {
 		alpha := dur(0, 3*ms)
 		beta := dur(0, 8*ms)
@@ -525,7 +587,8 @@ func TestCandidateMatchesBruteForce(t *testing.T) {
 			window = dur(ms, 100*ms)
 		}
 		pol := []Policy{PolicySymphony, PolicyWorkConserving, PolicyClockwork}[rng.IntN(3)]
-		m := newModel(t, ModelConfig{Profile: prof, Policy: pol, Drop: DropTimeout, Delays: d, RateWindow: window})
+		sched := Schedulable(rng.IntN(3))
+		m := newModel(t, ModelConfig{Profile: prof, Policy: pol, Schedulable: sched, Drop: DropTimeout, Delays: d, RateWindow: window})
 
 		n := rng.IntN(13)
 		rs := make([]Request, n)
@@ -549,7 +612,7 @@ func TestCandidateMatchesBruteForce(t *testing.T) {
 		}
 		held := func(k int) bool {
 			lambda := float64(n) / bucket.Seconds()
-			return pol == PolicySymphony && float64(k) < prof.Beta().Seconds()*lambda
+			return pol == PolicySymphony && (sched != SchedulableBetaLambda || float64(k) < prof.Beta().Seconds()*lambda)
 		}
 		// wantExec is the ExecAt a batch of k starting no earlier than start
 		// must have: start, or sched_at while fewer than βλ are queued.
@@ -590,6 +653,13 @@ func TestCandidateMatchesBruteForce(t *testing.T) {
 		if k > 0 && held(k) {
 			holds++
 		}
+		if k > 0 && pol == PolicySymphony && sched == SchedulableBetaLambda {
+			if held(k) {
+				betaHeld++
+			} else {
+				betaFree++
+			}
+		}
 
 		out = m.Grant(now, 0, free)
 		kEnq := k
@@ -627,17 +697,18 @@ func TestCandidateMatchesBruteForce(t *testing.T) {
 			t.Fatalf("iter %d: %d queued after grant, want %d", iter, m.Queued(), len(kept)-k)
 		}
 	}
-	if drops < 100 || holds < 100 || shrunk < 100 || big < 100 {
-		t.Errorf("generator too tame: %d with drops, %d held for sched_at, %d shrunk by a late GPU, %d with bs ≥ 4", drops, holds, shrunk, big)
+	if drops < 100 || holds < 100 || shrunk < 100 || big < 100 || betaHeld < 20 || betaFree < 20 {
+		t.Errorf("generator too tame: %d with drops, %d held for sched_at, %d shrunk by a late GPU, %d with bs ≥ 4, βλ held %d and met %d",
+			drops, holds, shrunk, big, betaHeld, betaFree)
 	}
-	t.Logf("%d with drops, %d held for sched_at, %d shrunk by a late GPU, %d with bs ≥ 4", drops, holds, shrunk, big)
 }
 
 // TestDropWindowNeverWorseThanTimeout checks DropWindow against the same
 // brute force: its batch is at least the timeout batch, it prunes only from
-// the head, and the batch it proposes fits.
+// the head, and the batch it plans fits.
 func TestDropWindowNeverWorseThanTimeout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
+	pruned := 0
 	for iter := range 3000 {
 		prof := profile.MustLinear(time.Duration(rng.IntN(3000))*time.Microsecond, time.Duration(1+rng.IntN(8000))*time.Microsecond, 0)
 		m := newModel(t, ModelConfig{Profile: prof, Policy: PolicyWorkConserving, Drop: DropWindow})
@@ -649,26 +720,39 @@ func TestDropWindowNeverWorseThanTimeout(t *testing.T) {
 		sorted := slices.Clone(rs)
 		slices.SortStableFunc(sorted, func(a, b Request) int { return int(a.Deadline - b.Deadline) })
 		now := at(time.Duration(rng.IntN(10)) * ms)
-		out := m.Enqueue(now, rs)
+		drops, p := enqueueAndGrant(m, now, rs, Past)
 		_, kept, k := bruteFit(sorted, now, Past, prof, Delays{})
-		c := out.Candidate
-		if c.BatchSize < k {
-			t.Fatalf("iter %d: window batch %d < timeout batch %d", iter, c.BatchSize, k)
-		}
-		pruned := 0
-		for _, d := range out.Drops {
+		np := 0
+		for _, d := range drops {
 			if d.Reason == DropPruned {
-				if d.Request.ID != kept[pruned].ID {
-					t.Fatalf("iter %d: pruned %d, want the head %d", iter, d.Request.ID, kept[pruned].ID)
+				if d.Request.ID != kept[np].ID {
+					t.Fatalf("iter %d: pruned %d, want the head %d", iter, d.Request.ID, kept[np].ID)
 				}
-				pruned++
+				np++
 			}
 		}
-		if k > 0 && c.ExecAt.Add(prof.Latency(c.BatchSize)) > c.Deadline {
-			t.Fatalf("iter %d: candidate %+v does not fit", iter, c)
+		if np > 0 {
+			pruned++
 		}
-		if k > 0 && c.Deadline != kept[pruned].Deadline {
-			t.Fatalf("iter %d: candidate dl %v, head after pruning %v", iter, c.Deadline, kept[pruned].Deadline)
+		if k == 0 {
+			if p != nil {
+				t.Fatalf("iter %d: planned %v with nothing fitting", iter, ids(p.Requests))
+			}
+			continue
 		}
+		if p == nil || len(p.Requests) < k {
+			t.Fatalf("iter %d: window plan %+v, timeout batch %d", iter, p, k)
+		}
+		if want := ids(kept[np : np+len(p.Requests)]); !slices.Equal(ids(p.Requests), want) {
+			t.Fatalf("iter %d: planned %v, want the earliest after pruning %v", iter, ids(p.Requests), want)
+		}
+		for _, r := range p.Requests {
+			if p.FinishAt > r.Deadline {
+				t.Fatalf("iter %d: request %d finishes at %v after its deadline %v", iter, r.ID, p.FinishAt, r.Deadline)
+			}
+		}
+	}
+	if pruned < 100 {
+		t.Errorf("only %d of 3000 queues pruned", pruned)
 	}
 }
