@@ -117,6 +117,12 @@ func (c ModelConfig) Validate() error {
 	if c.Policy > PolicyNexus {
 		return fmt.Errorf("scheduler: unknown policy %d", c.Policy)
 	}
+	if c.Drop > DropWindow {
+		return fmt.Errorf("scheduler: model %q has unknown drop policy %d", c.Name, c.Drop)
+	}
+	if c.Schedulable > SchedulableSchedAt {
+		return fmt.Errorf("scheduler: model %q has unknown schedulable condition %d", c.Name, c.Schedulable)
+	}
 	if c.RateWindow < 0 {
 		return fmt.Errorf("scheduler: model %q has a negative rate window", c.Name)
 	}

@@ -21,6 +21,11 @@ type RankConfig struct {
 	GPUs   int
 	Policy Policy
 	Delays Delays
+	// Lead makes every timer fire that much early: the time the caller's
+	// own wake-ups and hand-offs may take. Plans still use the network
+	// delays alone, so a grant that runs late by up to Lead starts on time.
+	// The simulator uses 0; the real-time shell its measured slack.
+	Lead time.Duration
 	// ScheduleAhead is how early the clockwork policy commits a GPU's next
 	// batch before the GPU frees; 0 means DefaultScheduleAhead. Other
 	// policies ignore it.
@@ -38,6 +43,8 @@ func (c RankConfig) Validate() error {
 		return fmt.Errorf("scheduler: policy %v has no RankCore", c.Policy)
 	case c.ScheduleAhead < 0:
 		return fmt.Errorf("scheduler: negative schedule-ahead %v", c.ScheduleAhead)
+	case c.Lead < 0:
+		return fmt.Errorf("scheduler: negative lead %v", c.Lead)
 	}
 	return c.Delays.Validate()
 }
@@ -154,7 +161,7 @@ func (r *RankCore) rearm(m ModelID) {
 		return
 	}
 	st.state = modelArmed
-	st.timerAt = st.cand.ExecAt.Add(-r.cfg.Delays.Dispatch(st.cand.BatchSize))
+	st.timerAt = st.cand.ExecAt.Add(-r.cfg.Delays.Dispatch(st.cand.BatchSize) - r.cfg.Lead)
 	r.timers.push(m)
 }
 
@@ -180,7 +187,7 @@ func (r *RankCore) lead() time.Duration {
 	if r.ahead > d {
 		d = r.ahead
 	}
-	return d
+	return d + r.cfg.Lead
 }
 
 // WakeAt is when Tick must next be called: the earliest candidate timer, or

@@ -62,30 +62,18 @@ type Allocation struct {
 // meets every hosted model's SLO. The needs are scaled up as far as the
 // packing still fits the cluster, so spare GPUs become spare capacity.
 func Allocate(cfg Config) Allocation {
-	n := len(cfg.Models)
-	batch := make([]int, n)
-	need := make([]float64, n)
-	var total float64
-	for m, spec := range cfg.Models {
-		budget := spec.SLO - cfg.Delays.Result - cfg.Delays.Dispatch(1)
-		b := spec.Profile.LargestBatchWithin(budget / 2)
-		if b < 1 {
-			b = 1
-		}
-		batch[m] = b
-		need[m] = spec.Rate / spec.Profile.Throughput(b)
-		total += need[m]
-	}
-	if total <= 0 {
-		total = 1
-	}
+	batch, need, total := needs(cfg)
 	// Binary search for the largest scale that packs without overcommit.
 	lo, hi := 0.0, float64(cfg.GPUs)/total
+	if a, ok := pack(cfg, batch, need, hi, false); ok {
+		return a
+	}
 	best, ok := pack(cfg, batch, need, lo, false)
 	if !ok {
-		best, _ = pack(cfg, batch, need, lo, true)
-	}
-	if a, ok := pack(cfg, batch, need, hi, false); ok {
+		// Not even the models alone fit without overcommit (more models
+		// than GPUs, or SLOs too tight to share): overcommit at full scale,
+		// so that load still decides where models go.
+		a, _ := pack(cfg, batch, need, hi, true)
 		return a
 	}
 	for i := 0; i < 30; i++ {
@@ -97,6 +85,32 @@ func Allocate(cfg Config) Allocation {
 		}
 	}
 	return best
+}
+
+// needs returns each model's batch limit and the GPUs its load needs at
+// that batch size, with their total; with no load at all every model needs
+// the same.
+func needs(cfg Config) (batch []int, need []float64, total float64) {
+	n := len(cfg.Models)
+	batch = make([]int, n)
+	need = make([]float64, n)
+	for m, spec := range cfg.Models {
+		budget := spec.SLO - cfg.Delays.Result - cfg.Delays.Dispatch(1)
+		b := spec.Profile.LargestBatchWithin(budget / 2)
+		if b < 1 {
+			b = 1
+		}
+		batch[m] = b
+		need[m] = spec.Rate / spec.Profile.Throughput(b)
+		total += need[m]
+	}
+	if total <= 0 {
+		for m := range need {
+			need[m] = 1
+		}
+		total = float64(n)
+	}
+	return batch, need, total
 }
 
 // pack places every model's scaled need; with overcommit it never fails,
@@ -181,7 +195,11 @@ func pack(cfg Config, batch []int, need []float64, scale float64, overcommit boo
 					}
 				}
 			}
-			a.GPUs[best] = append(a.GPUs[best], Share{Model: r.model, Fraction: r.frac})
+			if len(a.GPUs[best]) == 1 && a.GPUs[best][0].Model == r.model {
+				a.GPUs[best][0].Fraction += r.frac
+			} else {
+				a.GPUs[best] = append(a.GPUs[best], Share{Model: r.model, Fraction: r.frac})
+			}
 			load[best] += r.frac
 		}
 	}
