@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"time"
+
+	"github.com/symphony-serving/symphony/scheduler/idheap"
 )
 
 // Grant gives a GPU to a model: the RankCore's only message to a ModelCore.
@@ -62,13 +64,11 @@ type rankModel struct {
 	cand    Candidate
 	state   rankModelState
 	timerAt Time
-	heapIdx int // index in timers, -1 if absent
 	readyAt int // index in ready, -1 if absent
 }
 
 type rankGPU struct {
-	freeAt  Time
-	heapIdx int // index in free GPUs heap, -1 while granted
+	freeAt Time
 }
 
 // RankCore is the RankThread of Appendix C as a state machine: it owns every
@@ -84,9 +84,9 @@ type RankCore struct {
 	cfg    RankConfig
 	models []rankModel
 	gpus   []rankGPU
-	timers modelHeap // armed models by timerAt
-	free   gpuHeap   // ungranted GPUs by freeAt
-	ready  []ModelID // schedulable models waiting for a GPU
+	timers *idheap.Heap[ModelID] // armed models by timerAt
+	free   *idheap.Heap[GPUID]   // ungranted GPUs by freeAt
+	ready  []ModelID             // schedulable models waiting for a GPU
 	grants []Grant
 	ahead  time.Duration
 }
@@ -97,14 +97,20 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 		return nil, err
 	}
 	r := &RankCore{cfg: cfg, models: make([]rankModel, cfg.Models), gpus: make([]rankGPU, cfg.GPUs)}
-	r.timers.models = r.models
-	r.free.gpus = r.gpus
+	r.timers = idheap.New(cfg.Models, func(a, b ModelID) bool {
+		ta, tb := r.models[a].timerAt, r.models[b].timerAt
+		return ta < tb || ta == tb && a < b
+	})
+	r.free = idheap.New(cfg.GPUs, func(a, b GPUID) bool {
+		fa, fb := r.gpus[a].freeAt, r.gpus[b].freeAt
+		return fa < fb || fa == fb && a < b
+	})
 	for i := range r.models {
-		r.models[i].heapIdx, r.models[i].readyAt = -1, -1
+		r.models[i].readyAt = -1
 	}
 	for i := range r.gpus {
-		r.gpus[i] = rankGPU{freeAt: Past, heapIdx: -1}
-		r.free.push(GPUID(i))
+		r.gpus[i] = rankGPU{freeAt: Past}
+		r.free.Push(GPUID(i))
 	}
 	if cfg.Policy == PolicyClockwork {
 		r.ahead = cfg.ScheduleAhead
@@ -132,12 +138,11 @@ func (r *RankCore) Update(m ModelID, c Candidate) {
 // Return takes back a GPU granted to a model (inform_gpu) together with the
 // model's candidate after the grant.
 func (r *RankCore) Return(ret GPUReturn) {
-	g := &r.gpus[ret.GPU]
-	if g.heapIdx >= 0 {
+	if r.free.Contains(ret.GPU) {
 		panic(fmt.Sprintf("scheduler: GPU %d returned but was never granted", ret.GPU))
 	}
-	g.freeAt = ret.FreeAt
-	r.free.push(ret.GPU)
+	r.gpus[ret.GPU].freeAt = ret.FreeAt
+	r.free.Push(ret.GPU)
 	st := &r.models[ret.Model]
 	st.state = modelIdle
 	if ret.Candidate.Version >= st.cand.Version {
@@ -150,9 +155,7 @@ func (r *RankCore) Return(ret GPUReturn) {
 // its timer for its current candidate.
 func (r *RankCore) rearm(m ModelID) {
 	st := &r.models[m]
-	if st.heapIdx >= 0 {
-		r.timers.remove(st.heapIdx)
-	}
+	r.timers.Remove(m)
 	if st.readyAt >= 0 {
 		r.removeReady(m)
 	}
@@ -162,7 +165,7 @@ func (r *RankCore) rearm(m ModelID) {
 	}
 	st.state = modelArmed
 	st.timerAt = st.cand.ExecAt.Add(-r.cfg.Delays.Dispatch(st.cand.BatchSize) - r.cfg.Lead)
-	r.timers.push(m)
+	r.timers.Push(m)
 }
 
 func (r *RankCore) removeReady(m ModelID) {
@@ -194,11 +197,11 @@ func (r *RankCore) lead() time.Duration {
 // the moment the earliest-free GPU must be handed to a ready candidate.
 func (r *RankCore) WakeAt() Time {
 	t := Never
-	if r.timers.len() > 0 {
-		t = r.models[r.timers.top()].timerAt
+	if r.timers.Len() > 0 {
+		t = r.models[r.timers.Top()].timerAt
 	}
-	if len(r.ready) > 0 && r.free.len() > 0 {
-		t = MinTime(t, r.gpus[r.free.top()].freeAt.Add(-r.lead()))
+	if len(r.ready) > 0 && r.free.Len() > 0 {
+		t = MinTime(t, r.gpus[r.free.Top()].freeAt.Add(-r.lead()))
 	}
 	return t
 }
@@ -208,15 +211,15 @@ func (r *RankCore) WakeAt() Time {
 func (r *RankCore) Tick(now Time) []Grant {
 	r.grants = r.grants[:0]
 	// Model timers (on_model_timer): a candidate becomes schedulable.
-	for r.timers.len() > 0 {
-		m := r.timers.top()
+	for r.timers.Len() > 0 {
+		m := r.timers.Top()
 		st := &r.models[m]
 		if st.timerAt > now {
 			break
 		}
-		r.timers.pop()
-		if r.free.len() > 0 && r.gpus[r.free.top()].freeAt <= st.cand.ExecAt && r.ahead == 0 {
-			r.grant(m, r.free.pop())
+		r.timers.Pop()
+		if r.free.Len() > 0 && r.gpus[r.free.Top()].freeAt <= st.cand.ExecAt && r.ahead == 0 {
+			r.grant(m, r.free.Pop())
 			continue
 		}
 		st.state = modelReady
@@ -229,8 +232,8 @@ func (r *RankCore) Tick(now Time) []Grant {
 	// away, and under overload none is), it still goes to the best of them:
 	// the ModelCore re-forms the batch for the GPU's real free time,
 	// shrinking it or dropping what cannot make it.
-	for len(r.ready) > 0 && r.free.len() > 0 {
-		g := r.free.top()
+	for len(r.ready) > 0 && r.free.Len() > 0 {
+		g := r.free.Top()
 		freeAt := r.gpus[g].freeAt
 		if freeAt.Add(-r.lead()) > now {
 			break
@@ -243,7 +246,7 @@ func (r *RankCore) Tick(now Time) []Grant {
 			}
 		}
 		r.removeReady(best)
-		r.grant(best, r.free.pop())
+		r.grant(best, r.free.Pop())
 	}
 	return r.grants
 }
@@ -270,119 +273,4 @@ func (r *RankCore) grant(m ModelID, g GPUID) {
 }
 
 // FreeGPUs is the number of GPUs not currently granted.
-func (r *RankCore) FreeGPUs() int { return r.free.len() }
-
-// modelHeap is a min-heap of model IDs keyed by timerAt, then ID.
-type modelHeap struct {
-	ids    []ModelID
-	models []rankModel
-}
-
-func (h *modelHeap) len() int     { return len(h.ids) }
-func (h *modelHeap) top() ModelID { return h.ids[0] }
-func (h *modelHeap) less(i, j int) bool {
-	a, b := &h.models[h.ids[i]], &h.models[h.ids[j]]
-	if a.timerAt != b.timerAt {
-		return a.timerAt < b.timerAt
-	}
-	return h.ids[i] < h.ids[j]
-}
-func (h *modelHeap) swap(i, j int) {
-	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
-	h.models[h.ids[i]].heapIdx = i
-	h.models[h.ids[j]].heapIdx = j
-}
-func (h *modelHeap) push(m ModelID) {
-	h.ids = append(h.ids, m)
-	h.models[m].heapIdx = len(h.ids) - 1
-	siftUp(h, len(h.ids)-1)
-}
-func (h *modelHeap) pop() ModelID {
-	m := h.ids[0]
-	h.remove(0)
-	return m
-}
-func (h *modelHeap) remove(i int) {
-	m := h.ids[i]
-	last := len(h.ids) - 1
-	if i != last {
-		h.swap(i, last)
-	}
-	h.ids = h.ids[:last]
-	h.models[m].heapIdx = -1
-	if i < last {
-		siftDown(h, i)
-		siftUp(h, i)
-	}
-}
-
-// gpuHeap is a min-heap of GPU IDs keyed by freeAt, then ID.
-type gpuHeap struct {
-	ids  []GPUID
-	gpus []rankGPU
-}
-
-func (h *gpuHeap) len() int   { return len(h.ids) }
-func (h *gpuHeap) top() GPUID { return h.ids[0] }
-func (h *gpuHeap) less(i, j int) bool {
-	a, b := &h.gpus[h.ids[i]], &h.gpus[h.ids[j]]
-	if a.freeAt != b.freeAt {
-		return a.freeAt < b.freeAt
-	}
-	return h.ids[i] < h.ids[j]
-}
-func (h *gpuHeap) swap(i, j int) {
-	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
-	h.gpus[h.ids[i]].heapIdx = i
-	h.gpus[h.ids[j]].heapIdx = j
-}
-func (h *gpuHeap) push(g GPUID) {
-	h.ids = append(h.ids, g)
-	h.gpus[g].heapIdx = len(h.ids) - 1
-	siftUp(h, len(h.ids)-1)
-}
-func (h *gpuHeap) pop() GPUID {
-	g := h.ids[0]
-	last := len(h.ids) - 1
-	h.swap(0, last)
-	h.ids = h.ids[:last]
-	h.gpus[g].heapIdx = -1
-	siftDown(h, 0)
-	return g
-}
-
-type heapOps interface {
-	len() int
-	less(i, j int) bool
-	swap(i, j int)
-}
-
-func siftUp(h heapOps, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func siftDown(h heapOps, i int) {
-	n := h.len()
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		c := l
-		if r := l + 1; r < n && h.less(r, l) {
-			c = r
-		}
-		if !h.less(c, i) {
-			return
-		}
-		h.swap(i, c)
-		i = c
-	}
-}
+func (r *RankCore) FreeGPUs() int { return r.free.Len() }

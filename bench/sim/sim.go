@@ -12,6 +12,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/idheap"
 )
 
 // engine is a scheduler under simulation. The simulator calls arrive for
@@ -87,7 +88,7 @@ type symphonyEngine struct {
 	acct   *accounting
 	models []*scheduler.ModelCore
 	rank   *scheduler.RankCore
-	wakes  modelWakeHeap
+	wakes  *idheap.Heap[int] // models with a wake-up, by WakeAt
 	delays scheduler.Delays
 	one    [1]scheduler.Request
 }
@@ -112,7 +113,10 @@ func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine,
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	e.rank = rank
-	e.wakes.init(e.models)
+	e.wakes = idheap.New(len(e.models), func(a, b int) bool {
+		ta, tb := e.models[a].WakeAt(), e.models[b].WakeAt()
+		return ta < tb || ta == tb && a < b
+	})
 	return e, nil
 }
 
@@ -124,8 +128,8 @@ func (e *symphonyEngine) arrive(now scheduler.Time, model int, req scheduler.Req
 
 func (e *symphonyEngine) wakeAt() scheduler.Time {
 	t := e.rank.WakeAt()
-	if e.wakes.len() > 0 {
-		t = scheduler.MinTime(t, e.models[e.wakes.top()].WakeAt())
+	if e.wakes.Len() > 0 {
+		t = scheduler.MinTime(t, e.models[e.wakes.Top()].WakeAt())
 	}
 	return t
 }
@@ -133,8 +137,8 @@ func (e *symphonyEngine) wakeAt() scheduler.Time {
 func (e *symphonyEngine) wake(now scheduler.Time) {
 	for {
 		progressed := false
-		for e.wakes.len() > 0 {
-			m := e.wakes.top()
+		for e.wakes.Len() > 0 {
+			m := e.wakes.Top()
 			if e.models[m].WakeAt() > now {
 				break
 			}
@@ -168,88 +172,9 @@ func (e *symphonyEngine) handle(now scheduler.Time, model int, out *scheduler.Mo
 	} else if out.CandidateChanged {
 		e.rank.Update(scheduler.ModelID(model), out.Candidate)
 	}
-	e.wakes.fix(model)
-}
-
-// modelWakeHeap orders models by WakeAt.
-type modelWakeHeap struct {
-	models []*scheduler.ModelCore
-	ids    []int
-	pos    []int
-}
-
-func (h *modelWakeHeap) init(models []*scheduler.ModelCore) {
-	h.models = models
-	h.pos = make([]int, len(models))
-	for i := range models {
-		h.pos[i] = -1
-	}
-}
-
-func (h *modelWakeHeap) len() int { return len(h.ids) }
-func (h *modelWakeHeap) top() int { return h.ids[0] }
-func (h *modelWakeHeap) less(i, j int) bool {
-	a, b := h.models[h.ids[i]].WakeAt(), h.models[h.ids[j]].WakeAt()
-	if a != b {
-		return a < b
-	}
-	return h.ids[i] < h.ids[j]
-}
-func (h *modelWakeHeap) swap(i, j int) {
-	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
-	h.pos[h.ids[i]], h.pos[h.ids[j]] = i, j
-}
-
-// fix puts model m where its WakeAt belongs, or out of the heap if Never.
-func (h *modelWakeHeap) fix(m int) {
-	i := h.pos[m]
-	never := h.models[m].WakeAt() == scheduler.Never
-	switch {
-	case i < 0 && never:
-		return
-	case i < 0:
-		h.ids = append(h.ids, m)
-		i = len(h.ids) - 1
-		h.pos[m] = i
-	case never:
-		last := len(h.ids) - 1
-		h.swap(i, last)
-		h.ids = h.ids[:last]
-		h.pos[m] = -1
-		if i == last {
-			return
-		}
-	}
-	h.up(i)
-	h.down(i)
-}
-
-func (h *modelWakeHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h *modelWakeHeap) down(i int) {
-	n := len(h.ids)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		c := l
-		if r := l + 1; r < n && h.less(r, l) {
-			c = r
-		}
-		if !h.less(c, i) {
-			return
-		}
-		h.swap(i, c)
-		i = c
+	if e.models[model].WakeAt() == scheduler.Never {
+		e.wakes.Remove(model)
+	} else {
+		e.wakes.Fix(model)
 	}
 }

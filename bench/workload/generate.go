@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/idheap"
 )
 
 // Generator yields every model's arrivals in time order. Each model draws
@@ -14,7 +15,7 @@ import (
 // seed gives the same arrivals whatever else changes.
 type Generator struct {
 	models []modelStream
-	heap   []int // model indices, min-heap by next arrival
+	heap   *idheap.Heap[int] // models with arrivals left, by next arrival
 	end    float64
 }
 
@@ -29,6 +30,10 @@ type modelStream struct {
 // NewGenerator returns a generator of arrivals in [0, end) for w's models.
 func NewGenerator(w *Workload, end time.Duration) *Generator {
 	g := &Generator{models: make([]modelStream, len(w.Models)), end: float64(end)}
+	g.heap = idheap.New(len(w.Models), func(a, b int) bool {
+		ta, tb := g.models[a].next, g.models[b].next
+		return ta < tb || ta == tb && a < b
+	})
 	for i := range w.Models {
 		s := &g.models[i]
 		s.m = &w.Models[i]
@@ -42,11 +47,8 @@ func NewGenerator(w *Workload, end time.Duration) *Generator {
 			s.advance(s.unitGap())
 		}
 		if s.next < g.end {
-			g.heap = append(g.heap, i)
+			g.heap.Push(i)
 		}
-	}
-	for i := len(g.heap)/2 - 1; i >= 0; i-- {
-		g.down(i)
 	}
 	return g
 }
@@ -61,52 +63,22 @@ func splitmix(x uint64) uint64 {
 // Peek returns the next arrival's model index and time, or ok=false when no
 // arrival remains before the end.
 func (g *Generator) Peek() (model int, at scheduler.Time, ok bool) {
-	if len(g.heap) == 0 {
+	if g.heap.Len() == 0 {
 		return 0, scheduler.Never, false
 	}
-	m := g.heap[0]
+	m := g.heap.Top()
 	return m, scheduler.Time(g.models[m].next), true
 }
 
 // Pop consumes the arrival Peek returned and draws that model's next one.
 func (g *Generator) Pop() {
-	m := g.heap[0]
+	m := g.heap.Top()
 	s := &g.models[m]
 	s.advance(s.unitGap())
 	if s.next >= g.end {
-		last := len(g.heap) - 1
-		g.heap[0] = g.heap[last]
-		g.heap = g.heap[:last]
-	}
-	if len(g.heap) > 0 {
-		g.down(0)
-	}
-}
-
-func (g *Generator) less(i, j int) bool {
-	a, b := g.models[g.heap[i]].next, g.models[g.heap[j]].next
-	if a != b {
-		return a < b
-	}
-	return g.heap[i] < g.heap[j]
-}
-
-func (g *Generator) down(i int) {
-	n := len(g.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		c := l
-		if r := l + 1; r < n && g.less(r, l) {
-			c = r
-		}
-		if !g.less(c, i) {
-			return
-		}
-		g.heap[i], g.heap[c] = g.heap[c], g.heap[i]
-		i = c
+		g.heap.Remove(m)
+	} else {
+		g.heap.Fix(m)
 	}
 }
 

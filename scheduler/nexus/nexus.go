@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/idheap"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 )
 
@@ -253,7 +254,6 @@ type gpu struct {
 	rr        int // next queue in turn
 	busyUntil scheduler.Time
 	wakeAt    scheduler.Time
-	heapIdx   int
 }
 
 type route struct {
@@ -271,7 +271,7 @@ type Cluster struct {
 	// model m's route i.
 	wrr      [][][]float64
 	gpus     []gpu
-	heap     []int // GPUs with a wake-up, by wakeAt
+	wakes    *idheap.Heap[int] // GPUs with a wake-up, by wakeAt
 	rng      *rand.Rand
 	out      Output
 	nextPlan uint64
@@ -289,9 +289,13 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, alloc: Allocate(cfg), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e65787573)),
 		transfer: cfg.Delays.Dispatch(1)}
 	c.gpus = make([]gpu, cfg.GPUs)
+	c.wakes = idheap.New(cfg.GPUs, func(a, b int) bool {
+		ta, tb := c.gpus[a].wakeAt, c.gpus[b].wakeAt
+		return ta < tb || ta == tb && a < b
+	})
 	c.routes = make([][]route, len(cfg.Models))
 	for g, shares := range c.alloc.GPUs {
-		c.gpus[g] = gpu{busyUntil: scheduler.Past, wakeAt: scheduler.Never, heapIdx: -1}
+		c.gpus[g] = gpu{busyUntil: scheduler.Past, wakeAt: scheduler.Never}
 		for _, s := range shares {
 			c.routes[s.Model] = append(c.routes[s.Model], route{gpu: g, queue: len(c.gpus[g].queues), weight: s.Fraction})
 			c.gpus[g].queues = append(c.gpus[g].queues, gpuQueue{model: s.Model})
@@ -352,17 +356,17 @@ func (c *Cluster) Arrive(now scheduler.Time, model int, req scheduler.Request) *
 
 // WakeAt is when Tick must next be called.
 func (c *Cluster) WakeAt() scheduler.Time {
-	if len(c.heap) == 0 {
+	if c.wakes.Len() == 0 {
 		return scheduler.Never
 	}
-	return c.gpus[c.heap[0]].wakeAt
+	return c.gpus[c.wakes.Top()].wakeAt
 }
 
 // Tick lets every GPU due at now pick its next batch.
 func (c *Cluster) Tick(now scheduler.Time) *Output {
 	c.out.Plans, c.out.Drops = c.out.Plans[:0], c.out.Drops[:0]
-	for len(c.heap) > 0 && c.gpus[c.heap[0]].wakeAt <= now {
-		g := c.heap[0]
+	for c.wakes.Len() > 0 && c.gpus[c.wakes.Top()].wakeAt <= now {
+		g := c.wakes.Top()
 		c.setWake(g, c.runGPU(g, now))
 	}
 	return &c.out
@@ -434,69 +438,10 @@ func (c *Cluster) runGPU(gi int, now scheduler.Time) scheduler.Time {
 }
 
 func (c *Cluster) setWake(g int, at scheduler.Time) {
-	gp := &c.gpus[g]
-	gp.wakeAt = at
-	i := gp.heapIdx
-	switch {
-	case i < 0 && at == scheduler.Never:
-		return
-	case i < 0:
-		c.heap = append(c.heap, g)
-		i = len(c.heap) - 1
-		gp.heapIdx = i
-	case at == scheduler.Never:
-		last := len(c.heap) - 1
-		c.swap(i, last)
-		c.heap = c.heap[:last]
-		gp.heapIdx = -1
-		if i == last {
-			return
-		}
-	}
-	c.up(i)
-	c.down(i)
-}
-
-func (c *Cluster) less(i, j int) bool {
-	a, b := c.gpus[c.heap[i]].wakeAt, c.gpus[c.heap[j]].wakeAt
-	if a != b {
-		return a < b
-	}
-	return c.heap[i] < c.heap[j]
-}
-
-func (c *Cluster) swap(i, j int) {
-	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
-	c.gpus[c.heap[i]].heapIdx = i
-	c.gpus[c.heap[j]].heapIdx = j
-}
-
-func (c *Cluster) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !c.less(i, p) {
-			return
-		}
-		c.swap(i, p)
-		i = p
-	}
-}
-
-func (c *Cluster) down(i int) {
-	n := len(c.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && c.less(r, l) {
-			m = r
-		}
-		if !c.less(m, i) {
-			return
-		}
-		c.swap(i, m)
-		i = m
+	c.gpus[g].wakeAt = at
+	if at == scheduler.Never {
+		c.wakes.Remove(g)
+	} else {
+		c.wakes.Fix(g)
 	}
 }

@@ -1,0 +1,116 @@
+// Package idheap is a min-heap of small dense integer IDs (models, GPUs)
+// whose keys live with the caller. It remembers each ID's position, so a
+// caller can fix or remove an ID after its key changed in O(log n), and it
+// never allocates once its slices have grown: the scheduler's hot paths and
+// the simulator's event loop use it.
+package idheap
+
+// ID is what the heap holds: a dense, non-negative integer identifier.
+type ID interface {
+	~int | ~int32 | ~uint32
+}
+
+// Heap orders IDs by less, which compares the callers' current keys and must
+// break ties so that the order is total (by ID, for reproducible runs).
+type Heap[T ID] struct {
+	ids  []T
+	pos  []int // pos[id] is id's index in ids, or -1
+	less func(a, b T) bool
+}
+
+// New returns an empty heap for IDs 0..n-1.
+func New[T ID](n int, less func(a, b T) bool) *Heap[T] {
+	h := &Heap[T]{pos: make([]int, n), less: less}
+	for i := range h.pos {
+		h.pos[i] = -1
+	}
+	return h
+}
+
+// Len is the number of IDs in the heap.
+func (h *Heap[T]) Len() int { return len(h.ids) }
+
+// Top returns the least ID; the heap must not be empty.
+func (h *Heap[T]) Top() T { return h.ids[0] }
+
+// Contains reports whether id is in the heap.
+func (h *Heap[T]) Contains(id T) bool { return h.pos[id] >= 0 }
+
+// Push adds id, which must not be in the heap.
+func (h *Heap[T]) Push(id T) {
+	h.ids = append(h.ids, id)
+	h.pos[id] = len(h.ids) - 1
+	h.up(len(h.ids) - 1)
+}
+
+// Pop removes and returns the least ID.
+func (h *Heap[T]) Pop() T {
+	id := h.ids[0]
+	h.Remove(id)
+	return id
+}
+
+// Remove takes id out of the heap if it is there.
+func (h *Heap[T]) Remove(id T) {
+	i := h.pos[id]
+	if i < 0 {
+		return
+	}
+	last := len(h.ids) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.ids = h.ids[:last]
+	h.pos[id] = -1
+	if i < last {
+		h.down(i)
+		h.up(i)
+	}
+}
+
+// Fix restores the order after id's key changed; it pushes id if absent.
+func (h *Heap[T]) Fix(id T) {
+	i := h.pos[id]
+	if i < 0 {
+		h.Push(id)
+		return
+	}
+	h.down(i)
+	h.up(i)
+}
+
+func (h *Heap[T]) swap(i, j int) {
+	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
+	h.pos[h.ids[i]] = i
+	h.pos[h.ids[j]] = j
+}
+
+func (h *Heap[T]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(h.ids[i], h.ids[p]) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *Heap[T]) down(i int) {
+	n := len(h.ids)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h.less(h.ids[r], h.ids[l]) {
+			c = r
+		}
+		if !h.less(h.ids[c], h.ids[i]) {
+			return
+		}
+		h.swap(i, c)
+		i = c
+	}
+}

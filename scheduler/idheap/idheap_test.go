@@ -1,0 +1,87 @@
+package idheap
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The heap must agree with a sorted slice through random pushes, pops,
+// removals and key changes.
+func TestHeapMatchesSortedOracle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 64
+	key := make([]int, n)
+	less := func(a, b int) bool {
+		if key[a] != key[b] {
+			return key[a] < key[b]
+		}
+		return a < b
+	}
+	h := New(n, less)
+	in := map[int]bool{}
+	for step := 0; step < 20000; step++ {
+		id := rng.IntN(n)
+		switch op := rng.IntN(4); {
+		case op == 0 && !in[id]:
+			key[id] = rng.IntN(100)
+			h.Push(id)
+			in[id] = true
+		case op == 1 && h.Len() > 0:
+			got := h.Pop()
+			delete(in, got)
+			for other := range in {
+				if less(other, got) {
+					t.Fatalf("step %d: popped %d (key %d) but %d (key %d) is smaller", step, got, key[got], other, key[other])
+				}
+			}
+		case op == 2:
+			h.Remove(id)
+			delete(in, id)
+		case op == 3:
+			key[id] = rng.IntN(100)
+			h.Fix(id)
+			in[id] = true
+		}
+		if h.Len() != len(in) {
+			t.Fatalf("step %d: heap has %d IDs, want %d", step, h.Len(), len(in))
+		}
+		for id := range n {
+			if h.Contains(id) != in[id] {
+				t.Fatalf("step %d: Contains(%d) = %v", step, id, h.Contains(id))
+			}
+		}
+	}
+	var want []int
+	for id := range in {
+		want = append(want, id)
+	}
+	slices.SortFunc(want, func(a, b int) int {
+		if less(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, w := range want {
+		if got := h.Pop(); got != w {
+			t.Fatalf("drain: got %d, want %d", got, w)
+		}
+	}
+}
+
+func TestHeapAllocationFree(t *testing.T) {
+	key := make([]int, 16)
+	h := New(16, func(a, b int) bool { return key[a] < key[b] || key[a] == key[b] && a < b })
+	for id := range 16 {
+		h.Push(id)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		id := h.Pop()
+		key[id] += 3
+		h.Push(id)
+		h.Fix(h.Top())
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per cycle, want 0", allocs)
+	}
+}
