@@ -43,8 +43,11 @@ func DefaultAutoscaleConfig() AutoscaleConfig {
 type AutoscaleAction string
 
 const (
-	ScaleHold   AutoscaleAction = "hold"
-	ScaleAdd    AutoscaleAction = "add"
+	// ScaleHold: keep the cluster as it is.
+	ScaleHold AutoscaleAction = "hold"
+	// ScaleAdd: add AutoscaleAdvice.GPUs GPUs.
+	ScaleAdd AutoscaleAction = "add"
+	// ScaleRemove: release AutoscaleAdvice.GPUs GPUs.
 	ScaleRemove AutoscaleAction = "remove"
 )
 

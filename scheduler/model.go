@@ -16,8 +16,9 @@ type Candidate struct {
 	// model has nothing to run.
 	BatchSize int
 	// ExecAt is when the batch wants to start on a GPU. Under the symphony
-	// policy it is max(earliest start, sched_at) until the batch holds βλ
-	// requests; otherwise it is the earliest start.
+	// policy it is max(earliest start, sched_at), or, with
+	// SchedulableBetaLambda, the earliest start once the batch holds βλ
+	// requests; under the other policies it is the earliest start.
 	ExecAt Time
 	// InvalidAfter is the latest start that still meets Deadline:
 	// Deadline − ℓ(BatchSize).
@@ -66,8 +67,9 @@ type GPUReturn struct {
 type ModelOutput struct {
 	// Candidate is the model's current candidate after the call.
 	Candidate Candidate
-	// CandidateChanged says whether Candidate differs from the one the
-	// previous call published; only then must the RankCore hear of it.
+	// CandidateChanged says whether the call published Candidate under a new
+	// version: when it differs from the last one published, and always
+	// after a Grant. Only then must the RankCore hear of it.
 	CandidateChanged bool
 	// Plans are batches committed to GPUs (at most one per call).
 	Plans []BatchPlan
@@ -205,7 +207,9 @@ func (m *ModelCore) Enqueue(now Time, reqs []Request) *ModelOutput {
 	for i := range reqs {
 		m.queue.insert(reqs[i])
 	}
-	m.rate.observe(now, len(reqs))
+	if m.cfg.Schedulable == SchedulableBetaLambda {
+		m.rate.observe(now, len(reqs)) // λ is only read by the βλ rule
+	}
 	m.update(now, Past)
 	m.publish()
 	return &m.out
@@ -301,10 +305,9 @@ func (m *ModelCore) update(now Time, gpuFreeAt Time) { m.updateFor(now, gpuFreeA
 // without one, nothing is pruned, since the GPU that finally comes may
 // still serve the head.
 func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, granted bool) {
+	soonestEnd := MaxTime(now.Add(m.dispatch1), gpuFreeAt).Add(m.ell1)
 	for m.queue.len() > 0 {
-		head := m.queue.front()
-		start := MaxTime(now.Add(m.dispatch1), gpuFreeAt)
-		if start.Add(m.ell1) <= m.execDeadline(head) {
+		if soonestEnd <= m.execDeadline(m.queue.front()) {
 			break
 		}
 		m.out.Drops = append(m.out.Drops, Drop{Request: m.queue.popFront(), Reason: DropDeadline})
@@ -340,11 +343,13 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, granted bool) {
 // the k0 requests that fit behind the current head, and drops the requests
 // before the best one. It returns the new batch size.
 //
-// Such a window exists only when the head's deadline, not the queue length,
-// limits the batch: the GPU came too late for the head. Serving the head
-// anyway would run a small, inefficient batch and make every request behind
-// it later still, which is how work-conserving schedulers collapse under
-// overload. Deadlines grow along the queue, so the batch that fits behind
+// It is called with a GPU in hand whose free time limits the head: the GPU
+// came too late for it. Serving the head anyway would run a small,
+// inefficient batch and make every request behind it later still, which is
+// how work-conserving schedulers collapse under overload. A window that is
+// limited by the queue's length rather than its head's deadline could still
+// grow, so taking it would only trade the head for a wait: then the head is
+// kept. Deadlines grow along the queue, so the batch that fits behind
 // position i only grows with i, and one pass with a growing k finds every
 // window's size.
 func (m *ModelCore) pruneWindow(now, gpuFreeAt Time, k0 int) int {
@@ -364,6 +369,9 @@ func (m *ModelCore) pruneWindow(now, gpuFreeAt Time, k0 int) int {
 		if k >= maxB {
 			break
 		}
+	}
+	if bestI > 0 && bestK < maxB && m.fits(now, gpuFreeAt, m.execDeadline(m.queue.at(bestI)), bestK+1) {
+		return k0 // the best window is short of requests, not of time
 	}
 	if bestK-k0 <= bestI && float64(k0) >= pruneKeepFraction*float64(bestK) {
 		// The head's batch is nearly as big as the best, and dropping

@@ -389,28 +389,31 @@ func enqueueAndGrant(m *ModelCore, now Time, rs []Request, gpuFreeAt Time) ([]Dr
 }
 
 func TestDropWindowPrunesHead(t *testing.T) {
-	// Head dl=6ms fits only alone; behind it ten requests with dl=20ms
-	// would form a batch of 10 (10 + 5 ≤ 20) once the head is gone.
-	deadlines := []time.Duration{6 * ms}
-	for range 10 {
+	// Head dl=10ms limits the batch to k0 = 5 (5 + 5 ≤ 10). Behind it,
+	// twenty requests with dl=20ms form a window of 15 (15 + 5 ≤ 20) that
+	// its deadline, not the queue, limits: drop the head, run fifteen.
+	deadlines := []time.Duration{10 * ms}
+	for range 20 {
 		deadlines = append(deadlines, 20*ms)
 	}
-	tail := []RequestID{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
 	drops, p := enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past)
 	if got := dropIDs(drops, DropPruned, t); !slices.Equal(got, []RequestID{1}) {
 		t.Errorf("drops %v, want the head [1]", got)
 	}
-	// A batch of the ten: ExecAt 0, FinishAt ℓ(10) = 15ms ≤ 20ms.
-	if p == nil || !slices.Equal(ids(p.Requests), tail) || p.FinishAt != at(15*ms) {
-		t.Errorf("window plan %+v, want the ten 20ms requests finishing at 15ms", p)
+	var fifteen []RequestID
+	for id := RequestID(2); id <= 16; id++ {
+		fifteen = append(fifteen, id)
+	}
+	if p == nil || !slices.Equal(ids(p.Requests), fifteen) || p.FinishAt != at(20*ms) {
+		t.Errorf("window plan %+v, want requests 2..16 finishing at 20ms", p)
 	}
 
-	// The same queue under DropTimeout serves the head alone.
+	// The same queue under DropTimeout serves the head's five.
 	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropTimeout})
 	drops, p = enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past)
-	if len(drops) != 0 || p == nil || !slices.Equal(ids(p.Requests), []RequestID{1}) {
-		t.Errorf("timeout: drops %v, plan %+v; want the head alone", drops, p)
+	if len(drops) != 0 || p == nil || !slices.Equal(ids(p.Requests), []RequestID{1, 2, 3, 4, 5}) {
+		t.Errorf("timeout: drops %v, plan %+v; want the first five", drops, p)
 	}
 
 	// DropDefault resolves to DropWindow for symphony and work-conserving,
@@ -421,11 +424,37 @@ func TestDropWindowPrunesHead(t *testing.T) {
 			t.Errorf("%v default drop policy: %d drops, want %d", pol, len(drops), wantDrops)
 		}
 	}
+}
 
+// A later window that the queue's length limits could still grow, so
+// pruning would trade the head for a wait (under symphony, with the GPU
+// already granted): the head is kept.
+func TestDropWindowKeepsHeadWhenWindowCouldGrow(t *testing.T) {
+	// Head dl=6ms fits only alone; behind it ten requests with dl=20ms,
+	// which would still fit an eleventh (11 + 5 ≤ 20).
+	deadlines := []time.Duration{6 * ms}
+	for range 10 {
+		deadlines = append(deadlines, 20*ms)
+	}
+	for _, pol := range []Policy{PolicyWorkConserving, PolicySymphony} {
+		m := newModel(t, ModelConfig{Policy: pol, Drop: DropWindow})
+		drops, p := enqueueAndGrant(m, 0, mkReqs(1, deadlines...), Past)
+		if len(drops) != 0 || p == nil || !slices.Equal(ids(p.Requests), []RequestID{1}) || p.ExecAt != 0 {
+			t.Errorf("%v: drops %v, plan %+v; want the head alone at once", pol, drops, p)
+		}
+	}
+}
+
+func TestDropWindowLateGPU(t *testing.T) {
+	deadlines := []time.Duration{6 * ms}
+	for range 10 {
+		deadlines = append(deadlines, 20*ms)
+	}
+	tail := []RequestID{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 	// A GPU free only at 9ms: the head cannot make it (9 + 6 > 6), whether
 	// or not it was pruned before; 9 + k + 5 ≤ 20 leaves room for six.
-	m = newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
-	drops, p = enqueueAndGrant(m, 0, mkReqs(1, deadlines...), at(9*ms))
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Drop: DropWindow})
+	drops, p := enqueueAndGrant(m, 0, mkReqs(1, deadlines...), at(9*ms))
 	if len(drops) != 1 || drops[0].Request.ID != 1 {
 		t.Errorf("late GPU: drops %v, want the head", drops)
 	}

@@ -144,7 +144,6 @@ func (r *RankCore) Return(ret GPUReturn) {
 	r.gpus[ret.GPU].freeAt = ret.FreeAt
 	r.free.Push(ret.GPU)
 	st := &r.models[ret.Model]
-	st.state = modelIdle
 	if ret.Candidate.Version >= st.cand.Version {
 		st.cand = ret.Candidate
 	}

@@ -45,8 +45,19 @@ func (t Time) Add(d time.Duration) Time {
 	return s
 }
 
-// Sub returns the duration t-u.
-func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }
+// Sub returns the duration t-u, saturating instead of overflowing (so that
+// Never.Sub(now) is a huge positive duration and Past.Sub(now) a huge
+// negative one).
+func (t Time) Sub(u Time) time.Duration {
+	d := t - u
+	if u < 0 && d < t {
+		return time.Duration(math.MaxInt64)
+	}
+	if u > 0 && d > t {
+		return time.Duration(math.MinInt64)
+	}
+	return time.Duration(d)
+}
 
 // String prints the time since the epoch, for logs and test failures.
 func (t Time) String() string {
@@ -99,7 +110,9 @@ type Request struct {
 	Frontend FrontendID
 	// Arrival is when the scheduler learned of the request.
 	Arrival Time
-	// Deadline is when the result must have reached the frontend.
+	// Deadline is when the result must have reached the frontend. It must
+	// be a real point in time, not Never: a request without a deadline could
+	// never become schedulable under the symphony policy.
 	Deadline Time
 }
 
@@ -115,9 +128,14 @@ const (
 	DropPruned
 	// DropShutdown: the scheduler stopped while the request was queued.
 	DropShutdown
-	// DropUnknownModel: the request named a model this scheduler does not serve.
-	DropUnknownModel
+
+	// dropReasons is one past the last reason, for tables indexed by reason.
+	dropReasons
 )
+
+// DropReasons is the number of drop reasons plus one: an array of this size
+// can be indexed by any DropReason.
+const DropReasons = int(dropReasons)
 
 // String returns the reason as it appears in reports and errors.
 func (r DropReason) String() string {
@@ -128,8 +146,6 @@ func (r DropReason) String() string {
 		return "pruned"
 	case DropShutdown:
 		return "shutdown"
-	case DropUnknownModel:
-		return "unknown-model"
 	}
 	return fmt.Sprintf("DropReason(%d)", uint8(r))
 }

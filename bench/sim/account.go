@@ -38,7 +38,7 @@ type modelAcct struct {
 	latency, queueing            report.Histogram
 	batches                      []uint64 // batches[bs]
 	batchWeighted                uint64   // Σ over requests of their batch size
-	reasons                      [4]uint64
+	reasons                      [scheduler.DropReasons]uint64
 	busy                         time.Duration // GPU time of the model's batches in the window
 }
 

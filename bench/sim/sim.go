@@ -98,7 +98,7 @@ func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine,
 	for i := range w.Models {
 		mc, err := scheduler.NewModelCore(scheduler.ModelConfig{
 			ID: scheduler.ModelID(i), Name: w.Models[i].Name, Profile: w.Models[i].Profile,
-			Policy: w.Policy, Schedulable: w.Schedulable, Delays: w.Network,
+			Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: w.Network,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)

@@ -655,7 +655,7 @@ func validName(s string) string {
 	return ""
 }
 
-var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "schedule_ahead", "nexus_frontends", "autoscale_window"}
+var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "drop_policy", "schedule_ahead", "nexus_frontends", "autoscale_window"}
 
 // workload walks the root mapping.
 func (p *parser) workload(root *yaml.Node) (*Workload, error) {
@@ -721,6 +721,15 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 		}
 		if w.Schedulable, err = scheduler.ParseSchedulable(s); err != nil {
 			return nil, p.errAt(n, "schedulable", "%v", err)
+		}
+	}
+	if v, ok := m.vals["drop_policy"]; ok {
+		s, n, err := p.str(v, "drop_policy", "a drop policy")
+		if err != nil {
+			return nil, err
+		}
+		if w.Drop, err = scheduler.ParseDropPolicy(s); err != nil {
+			return nil, p.errAt(n, "drop_policy", "%v", err)
 		}
 	}
 	if v, ok := m.vals["schedule_ahead"]; ok {

@@ -628,3 +628,17 @@ func TestParseSchedulable(t *testing.T) {
 		t.Fatalf("bad schedulable: got %v, want an error naming s.yaml:4 and the field", err)
 	}
 }
+
+func TestParseDropPolicy(t *testing.T) {
+	base := "cluster: {gpus: 1}\nmodels:\n  - {name: m, profile: {alpha: 1ms, beta: 5ms}, slo: 25ms, rate: 10}\n"
+	w, err := Parse([]byte(base+"drop_policy: timeout\n"), "d.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Drop != scheduler.DropTimeout {
+		t.Fatalf("drop = %v, want timeout", w.Drop)
+	}
+	if _, err = Parse([]byte(base+"drop_policy: never\n"), "d.yaml"); err == nil || !strings.Contains(err.Error(), "d.yaml:4: drop_policy:") {
+		t.Fatalf("bad drop_policy: got %v, want an error naming d.yaml:4 and the field", err)
+	}
+}

@@ -29,6 +29,8 @@ type Workload struct {
 	Policy  scheduler.Policy
 	// Schedulable is the symphony policy's schedulable condition.
 	Schedulable scheduler.Schedulable
+	// Drop is the drop policy; DropDefault takes the policy's own.
+	Drop scheduler.DropPolicy
 	// ScheduleAhead is the clockwork policy's commit window (0: default).
 	ScheduleAhead time.Duration
 	// NexusFrontends is how many frontends route requests independently

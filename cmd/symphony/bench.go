@@ -12,6 +12,11 @@ import (
 )
 
 func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, "Usage: symphony bench scheduler [flags]   (symphony bench scheduler -h lists them)\n"+
+			"  Measures the real-time scheduler alone, in-process (paper Figure 11, left).\n")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "scheduler" {
 		return usageErr("want 'symphony bench scheduler'; the end-to-end 'symphony bench -f W --scheduler ADDR' needs the distributed runtime, which is not built yet")
 	}
@@ -30,12 +35,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	policy := fs.String("policy", "symphony", "scheduling policy")
 	asJSON := fs.Bool("json", false, "print JSON on stdout")
 	quiet := fs.Bool("quiet", false, "print no progress on stderr")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	p, err := scheduler.ParsePolicy(*policy)
 	if err != nil || p == scheduler.PolicyNexus {
 		return usageErr("--policy: %q is not a policy of the centralized scheduler", *policy)
+	}
+	if *threads < 0 {
+		return usageErr("--threads must be 0 (run 1 and 2) or positive")
 	}
 	log := newLogger(stderr, *quiet)
 	threadList := []int{*threads}
@@ -46,7 +54,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	for _, t := range threadList {
 		o := schedbench.Options{Models: *models, GPUs: *gpus, Threads: t, Rate: *rate, Warmup: *warmup,
 			Duration: *duration, Alpha: *alpha, Beta: *beta, SLO: *slo, Policy: p}
-		log.Info().Int("threads", t).Float64("rate", *rate).Dur("duration", *duration).Msg("running")
+		if err := o.Validate(); err != nil {
+			return usageErr("%v", err)
+		}
+		log.Info().Int("threads", t).Float64("rate", *rate).Str("duration", duration.String()).Msg("running")
 		r, err := schedbench.Run(o)
 		if err != nil {
 			return err

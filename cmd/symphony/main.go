@@ -18,6 +18,7 @@ const usage = `symphony: a centralized, low-latency batch scheduler for DNN infe
 Usage:
   symphony sim -f WORKLOAD [--json] [--csv FILE] [--find-goodput] [--plot DIR]
                [--policy P | --compare] [--sweep LIST] [--seed N]
+               [--schedulable sched-at|beta-lambda] [--drop timeout|window]
       Run the scheduler in the discrete-event simulator on a workload file.
   symphony bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
       Measure the real-time scheduler alone, in-process (paper Figure 11, left).
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errReported):
+		return 2
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "symphony %s: %v\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
@@ -77,4 +80,26 @@ func newLogger(stderr io.Writer, quiet bool) zerolog.Logger {
 
 func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// parseFlags parses a subcommand's flags; a bad flag is a usage error (exit
+// 2), and the flag package has already printed it with the flag list.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUsage, errReported)
+	}
+	return nil
+}
+
+// errReported marks an error already shown to the user.
+var errReported = errors.New("see above")
+
+// flagSet reports whether the named flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

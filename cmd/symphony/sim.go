@@ -30,10 +30,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving, clockwork or nexus")
 	compare := fs.Bool("compare", false, "run every policy on the workload and report them side by side")
 	sweep := fs.String("sweep", "", "comma-separated load multipliers to run (relative to the found goodput with --find-goodput), for throughput curves")
-	seed := fs.Int64("seed", -1, "override the workload's seed")
+	seed := fs.Uint64("seed", 0, "override the workload's seed")
+	drop := fs.String("drop", "", "override the drop policy: timeout or window")
 	schedulable := fs.String("schedulable", "", "override the symphony policy's schedulable condition: beta-lambda or sched-at")
 	quiet := fs.Bool("quiet", false, "print no progress on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *file == "" {
@@ -47,8 +48,15 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *seed >= 0 {
-		w.Seed = uint64(*seed)
+	if flagSet(fs, "seed") {
+		w.Seed = *seed
+	}
+	if *drop != "" {
+		d, err := scheduler.ParseDropPolicy(*drop)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		w.Drop = d
 	}
 	if *schedulable != "" {
 		c, err := scheduler.ParseSchedulable(*schedulable)
@@ -100,7 +108,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			curves = append(curves, c)
 		}
 	}
-	log.Info().Dur("cpu_wall", time.Since(began).Round(time.Millisecond)).Msg("simulation done")
+	log.Info().Str("wall", time.Since(began).Round(time.Millisecond).String()).Msg("simulation done")
 
 	if err := writeSimOutputs(stdout, reports, curves, *asJSON, *csvPath, *plotDir); err != nil {
 		return err
@@ -111,7 +119,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 // simulate runs one workload, or searches its goodput.
 func simulate(w *workload.Workload, findGoodput bool, log zerolog.Logger) (*report.Report, error) {
 	opts := sim.Options{Progress: func(done float64) {
-		log.Debug().Str("policy", w.Policy.String()).Msgf("%.0f%%", 100*done)
+		log.Info().Str("policy", w.Policy.String()).Msgf("simulated %.0f%%", 100*done)
 	}}
 	if !findGoodput {
 		return sim.Run(w, opts)

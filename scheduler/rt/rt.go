@@ -114,6 +114,11 @@ func (s *Scheduler) Submit(model scheduler.ModelID, reqs []scheduler.Request) er
 	if int(model) >= len(s.models) {
 		return fmt.Errorf("rt: unknown model %d", model)
 	}
+	for i := range reqs {
+		if d := reqs[i].Deadline; d == scheduler.Never || d == scheduler.Past {
+			return fmt.Errorf("rt: request %d has no deadline", reqs[i].ID)
+		}
+	}
 	m := s.models[model]
 	m.mu.Lock()
 	if m.closed {
@@ -192,19 +197,21 @@ func (m *modelThread) run() {
 		grants, m.grants = m.grants, grants[:0]
 		m.closed = stopping
 		m.mu.Unlock()
-		now := m.s.Now()
+		// Read the clock before each core call: the sink callbacks of the
+		// previous one may have taken a while, and a grant planned with a
+		// stale time could start before its inputs can arrive.
 		if len(reqs) > 0 {
-			m.handle(m.core.Enqueue(now, reqs))
+			m.handle(m.core.Enqueue(m.s.Now(), reqs))
 		}
 		for _, g := range grants {
-			m.handle(m.core.Grant(now, g.GPU, g.FreeAt))
+			m.handle(m.core.Grant(m.s.Now(), g.GPU, g.FreeAt))
 		}
 		if stopping {
-			m.handle(m.core.DropAll(now, scheduler.DropShutdown))
+			m.handle(m.core.DropAll(m.s.Now(), scheduler.DropShutdown))
 			timer.Stop()
 			return
 		}
-		if m.core.WakeAt() <= now {
+		if now := m.s.Now(); m.core.WakeAt() <= now {
 			m.handle(m.core.Tick(now))
 		}
 		m.s.resetTimer(timer, m.core.WakeAt())

@@ -359,3 +359,13 @@ func TestClock(t *testing.T) {
 		t.Errorf("Time(now) = %v, outside [%v, %v]", got, a, b)
 	}
 }
+
+// A request without a deadline could never become schedulable under the
+// symphony policy; Submit refuses it instead of holding it forever.
+func TestSubmitRejectsRequestWithoutDeadline(t *testing.T) {
+	s, _ := start(t, testConfig(1, 1, scheduler.PolicySymphony))
+	err := s.Submit(0, []scheduler.Request{{ID: 1, Arrival: s.Now(), Deadline: scheduler.Never}})
+	if err == nil {
+		t.Fatal("Submit accepted a request whose deadline is Never")
+	}
+}
