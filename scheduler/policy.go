@@ -136,7 +136,7 @@ type Schedulable uint8
 const (
 	// SchedulableDefault picks SchedulableSchedAt: measured in the
 	// simulator (docs/benchmarks.md), βλ makes light models in a shared
-	// cluster nearly work-conserving (mixed 1080Ti zoo: 1.08× the
+	// cluster nearly work-conserving (mixed 1080Ti zoo: 1.07× the
 	// work-conserving goodput instead of 1.45×) and spoils the idle-time
 	// autoscaling signal at low load (25% idle instead of 50% at half the
 	// peak load), while it changes nothing for one heavy model (Table 4).
