@@ -52,7 +52,9 @@ type Stats struct {
 	DropReasons     map[string]uint64 `json:"drop_reasons,omitempty"`
 }
 
-// ModelReport is one model's share of a run.
+// ModelReport is one model's share of a run. Its GPUBusyFraction is the
+// model's share of the cluster's GPU time; idle time belongs to no model, so
+// its GPUIdleFraction is always 0.
 type ModelReport struct {
 	Name  string  `json:"name"`
 	SLOms float64 `json:"slo_ms"`
