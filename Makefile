@@ -34,8 +34,8 @@ experiments: build
 
 # A short fuzzing pass over every decoder of external bytes.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./bench/workload/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRateTrace$$' -fuzztime 60s ./bench/workload/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s -fuzzminimizetime 5s ./bench/workload/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRateTrace$$' -fuzztime 60s -fuzzminimizetime 5s ./bench/workload/
 
 clean:
 	rm -rf bin out
