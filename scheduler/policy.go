@@ -33,21 +33,12 @@ const (
 var policyNames = [...]string{"symphony", "work-conserving", "clockwork", "nexus"}
 
 // String returns the policy's name as used in workload files and flags.
-func (p Policy) String() string {
-	if int(p) < len(policyNames) {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("Policy(%d)", uint8(p))
-}
+func (p Policy) String() string { return enumName(policyNames[:], int(p), "Policy") }
 
 // ParsePolicy reads a policy name. It accepts the names String returns.
 func ParsePolicy(s string) (Policy, error) {
-	for i, n := range policyNames {
-		if strings.EqualFold(s, n) {
-			return Policy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown policy %q (want one of %s)", s, strings.Join(policyNames[:], ", "))
+	i, err := parseEnum(policyNames[:], s, "policy")
+	return Policy(i), err
 }
 
 // Policies lists every policy, in the order reports show them.
@@ -101,21 +92,12 @@ const (
 var dropPolicyNames = [...]string{"default", "timeout", "window"}
 
 // String returns the drop policy's name.
-func (d DropPolicy) String() string {
-	if int(d) < len(dropPolicyNames) {
-		return dropPolicyNames[d]
-	}
-	return fmt.Sprintf("DropPolicy(%d)", uint8(d))
-}
+func (d DropPolicy) String() string { return enumName(dropPolicyNames[:], int(d), "DropPolicy") }
 
 // ParseDropPolicy reads a drop policy name.
 func ParseDropPolicy(s string) (DropPolicy, error) {
-	for i, n := range dropPolicyNames {
-		if strings.EqualFold(s, n) {
-			return DropPolicy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown drop policy %q (want one of %s)", s, strings.Join(dropPolicyNames[:], ", "))
+	i, err := parseEnum(dropPolicyNames[:], s, "drop policy")
+	return DropPolicy(i), err
 }
 
 // resolve turns DropDefault into the policy's own drop policy.
@@ -155,19 +137,29 @@ const (
 var schedulableNames = [...]string{"default", "beta-lambda", "sched-at"}
 
 // String returns the condition's name as used in workload files.
-func (s Schedulable) String() string {
-	if int(s) < len(schedulableNames) {
-		return schedulableNames[s]
-	}
-	return fmt.Sprintf("Schedulable(%d)", uint8(s))
-}
+func (s Schedulable) String() string { return enumName(schedulableNames[:], int(s), "Schedulable") }
 
 // ParseSchedulable reads a condition name.
 func ParseSchedulable(s string) (Schedulable, error) {
-	for i, n := range schedulableNames {
+	i, err := parseEnum(schedulableNames[:], s, "schedulable condition")
+	return Schedulable(i), err
+}
+
+// enumName is the String of a named enum value, with a fallback for values
+// outside the table.
+func enumName(names []string, i int, typ string) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("%s(%d)", typ, i)
+}
+
+// parseEnum finds s, case-insensitively, in a named enum's table.
+func parseEnum(names []string, s, kind string) (int, error) {
+	for i, n := range names {
 		if strings.EqualFold(s, n) {
-			return Schedulable(i), nil
+			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown schedulable condition %q (want one of %s)", s, strings.Join(schedulableNames[:], ", "))
+	return 0, fmt.Errorf("unknown %s %q (want one of %s)", kind, s, strings.Join(names, ", "))
 }

@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/scheduler"
 )
 
-func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e3 }
+// ms converts a duration to the milliseconds reports use.
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
 // stats fills the per-model or total statistics from counters.
 func fillStats(s *report.Stats, m *modelAcct, seconds float64) {
@@ -86,7 +89,6 @@ func (a *accounting) build() *report.Report {
 	for i := range rep.Models {
 		// A model's share of the cluster: the GPU time its batches used.
 		rep.Models[i].GPUBusyFraction = a.models[i].busy.Seconds() / seconds / float64(len(a.gpuBusy))
-		rep.Models[i].GPUIdleFraction = 0
 	}
 	cfg := scheduler.DefaultAutoscaleConfig()
 	rep.Autoscale = toAdvice(cfg.Advise(scheduler.Signals{

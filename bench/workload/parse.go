@@ -706,30 +706,18 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 		}
 	}
 	if v, ok := m.vals["policy"]; ok {
-		s, n, err := p.str(v, "policy", "a policy name")
-		if err != nil {
+		if w.Policy, err = enumField(p, v, "policy", "a policy name", scheduler.ParsePolicy); err != nil {
 			return nil, err
-		}
-		if w.Policy, err = scheduler.ParsePolicy(s); err != nil {
-			return nil, p.errAt(n, "policy", "%v", err)
 		}
 	}
 	if v, ok := m.vals["schedulable"]; ok {
-		s, n, err := p.str(v, "schedulable", "a schedulable condition")
-		if err != nil {
+		if w.Schedulable, err = enumField(p, v, "schedulable", "a schedulable condition", scheduler.ParseSchedulable); err != nil {
 			return nil, err
-		}
-		if w.Schedulable, err = scheduler.ParseSchedulable(s); err != nil {
-			return nil, p.errAt(n, "schedulable", "%v", err)
 		}
 	}
 	if v, ok := m.vals["drop_policy"]; ok {
-		s, n, err := p.str(v, "drop_policy", "a drop policy")
-		if err != nil {
+		if w.Drop, err = enumField(p, v, "drop_policy", "a drop policy", scheduler.ParseDropPolicy); err != nil {
 			return nil, err
-		}
-		if w.Drop, err = scheduler.ParseDropPolicy(s); err != nil {
-			return nil, p.errAt(n, "drop_policy", "%v", err)
 		}
 	}
 	if v, ok := m.vals["schedule_ahead"]; ok {
@@ -1547,4 +1535,19 @@ func (p *parser) zoo(n *yaml.Node, path string, models []Model, names map[string
 		p.nmodels++
 	}
 	return models, nil
+}
+
+// enumField reads a string field holding one of a scheduler enum's names,
+// and reports an unknown name at the field's line.
+func enumField[T any](p *parser, v *yaml.Node, key, want string, parse func(string) (T, error)) (T, error) {
+	var zero T
+	s, n, err := p.str(v, key, want)
+	if err != nil {
+		return zero, err
+	}
+	t, err := parse(s)
+	if err != nil {
+		return zero, p.errAt(n, key, "%v", err)
+	}
+	return t, nil
 }
