@@ -32,6 +32,10 @@ type RankConfig struct {
 	// batch before the GPU frees; 0 means DefaultScheduleAhead. Other
 	// policies ignore it.
 	ScheduleAhead time.Duration
+	// StartOffline makes every GPU start offline, to be brought in with
+	// EnableGPU when a backend registers it. GPUs is then the capacity.
+	// The simulator leaves it false: its GPUs all exist from the start.
+	StartOffline bool
 }
 
 // Validate checks the configuration.
@@ -68,7 +72,9 @@ type rankModel struct {
 }
 
 type rankGPU struct {
-	freeAt Time
+	freeAt  Time
+	online  bool // may be granted; false once its backend is gone
+	granted bool // a grant is outstanding: not in the free heap
 }
 
 // RankCore is the RankThread of Appendix C as a state machine: it owns every
@@ -109,8 +115,10 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 		r.models[i].readyAt = -1
 	}
 	for i := range r.gpus {
-		r.gpus[i] = rankGPU{freeAt: Past}
-		r.free.Push(GPUID(i))
+		r.gpus[i] = rankGPU{freeAt: Past, online: !cfg.StartOffline}
+		if !cfg.StartOffline {
+			r.free.Push(GPUID(i))
+		}
 	}
 	if cfg.Policy == PolicyClockwork {
 		r.ahead = cfg.ScheduleAhead
@@ -138,11 +146,15 @@ func (r *RankCore) Update(m ModelID, c Candidate) {
 // Return takes back a GPU granted to a model (inform_gpu) together with the
 // model's candidate after the grant.
 func (r *RankCore) Return(ret GPUReturn) {
-	if r.free.Contains(ret.GPU) {
+	g := &r.gpus[ret.GPU]
+	if !g.granted {
 		panic(fmt.Sprintf("scheduler: GPU %d returned but was never granted", ret.GPU))
 	}
-	r.gpus[ret.GPU].freeAt = ret.FreeAt
-	r.free.Push(ret.GPU)
+	g.granted = false
+	g.freeAt = ret.FreeAt
+	if g.online {
+		r.free.Push(ret.GPU)
+	}
 	st := &r.models[ret.Model]
 	if ret.Candidate.Version >= st.cand.Version {
 		st.cand = ret.Candidate
@@ -266,7 +278,58 @@ func (r *RankCore) better(a, b ModelID) bool {
 	return a < b
 }
 
+// EnableGPU brings GPU g online, free from freeAt (Past if it is free
+// now): a backend has registered it. Enabling an online GPU only corrects
+// its free time, as CorrectFreeAt does.
+func (r *RankCore) EnableGPU(g GPUID, freeAt Time) {
+	st := &r.gpus[g]
+	if st.online {
+		r.CorrectFreeAt(g, freeAt)
+		return
+	}
+	st.online = true
+	if !st.granted {
+		st.freeAt = freeAt
+		r.free.Push(g)
+	}
+}
+
+// DisableGPU takes GPU g offline: its backend is gone. A grant of it that
+// is outstanding still comes back through Return, but the GPU is not
+// granted again until EnableGPU.
+func (r *RankCore) DisableGPU(g GPUID) {
+	st := &r.gpus[g]
+	st.online = false
+	r.free.Remove(g)
+}
+
+// CorrectFreeAt sets when GPU g really frees, from its backend's report,
+// if the GPU is free and online; a GPU whose grant is outstanding gets its
+// free time from the grant's Return instead. The caller must only pass
+// reports of the GPU's latest plan: an older plan's finish says nothing
+// about the plan that follows it.
+func (r *RankCore) CorrectFreeAt(g GPUID, freeAt Time) {
+	st := &r.gpus[g]
+	if !st.online || st.granted || st.freeAt == freeAt {
+		return
+	}
+	st.freeAt = freeAt
+	r.free.Fix(g)
+}
+
+// OnlineGPUs is the number of GPUs that may be granted.
+func (r *RankCore) OnlineGPUs() int {
+	n := 0
+	for i := range r.gpus {
+		if r.gpus[i].online {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *RankCore) grant(m ModelID, g GPUID) {
+	r.gpus[g].granted = true
 	r.models[m].state = modelGranted
 	r.grants = append(r.grants, Grant{Model: m, GPU: g, FreeAt: r.gpus[g].freeAt})
 }

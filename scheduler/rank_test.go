@@ -243,3 +243,43 @@ func TestRankManyModelsManyGPUs(t *testing.T) {
 		t.Errorf("%d free GPUs, want 2", r.FreeGPUs())
 	}
 }
+
+// GPUs of a backend come and go: offline GPUs are never granted, a GPU
+// taken offline while granted does not come back on Return, and a
+// correction moves a free GPU's free time.
+func TestRankGPUsComeAndGo(t *testing.T) {
+	r := newRank(t, RankConfig{Models: 1, GPUs: 2, StartOffline: true})
+	if r.OnlineGPUs() != 0 || r.FreeGPUs() != 0 {
+		t.Fatalf("start offline: %d online, %d free", r.OnlineGPUs(), r.FreeGPUs())
+	}
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(10 * ms), InvalidAfter: at(12 * ms), Deadline: at(19 * ms), Version: 1})
+	wantGrants(t, "no GPU online", tick(r, at(10*ms)))
+
+	r.EnableGPU(1, at(11*ms))
+	if r.WakeAt() != at(11*ms) {
+		t.Fatalf("WakeAt %v, want the enabled GPU's free time 11ms", r.WakeAt())
+	}
+	r.CorrectFreeAt(1, at(10*ms+ms/2))
+	wantGrants(t, "after correction", tick(r, at(10*ms+ms/2)), Grant{Model: 0, GPU: 1, FreeAt: at(10*ms + ms/2)})
+
+	// Disabled while granted: the Return does not bring it back.
+	r.DisableGPU(1)
+	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(20 * ms), Used: true, Candidate: Candidate{Version: 2}})
+	if r.FreeGPUs() != 0 || r.OnlineGPUs() != 0 {
+		t.Fatalf("after disable and return: %d free, %d online", r.FreeGPUs(), r.OnlineGPUs())
+	}
+	// A correction of an offline GPU is ignored; enabling brings it back.
+	r.CorrectFreeAt(1, at(5*ms))
+	r.EnableGPU(1, Past)
+	if r.FreeGPUs() != 1 || r.OnlineGPUs() != 1 {
+		t.Fatalf("after enable: %d free, %d online", r.FreeGPUs(), r.OnlineGPUs())
+	}
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(30 * ms), InvalidAfter: at(32 * ms), Deadline: at(39 * ms), Version: 3})
+	wantGrants(t, "re-enabled", tick(r, at(30*ms)), Grant{Model: 0, GPU: 1, FreeAt: Past})
+	// A correction of a granted GPU waits for its Return.
+	r.CorrectFreeAt(1, at(50*ms))
+	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(40 * ms), Used: true, Candidate: Candidate{Version: 4}})
+	if r.gpus[1].freeAt != at(40*ms) {
+		t.Fatalf("freeAt %v, want the Return's 40ms", r.gpus[1].freeAt)
+	}
+}

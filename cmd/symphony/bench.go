@@ -14,11 +14,13 @@ import (
 func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, "Usage: symphony bench scheduler [flags]   (symphony bench scheduler -h lists them)\n"+
-			"  Measures the real-time scheduler alone, in-process (paper Figure 11, left).\n")
+			"  Measures the real-time scheduler alone, in-process (paper Figure 11, left).\n"+
+			"Usage: symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [flags]   (symphony bench -f x -h lists them)\n"+
+			"  Offers a workload's load to a running cluster and reports as symphony sim does.\n")
 		return nil
 	}
 	if len(args) == 0 || args[0] != "scheduler" {
-		return usageErr("want 'symphony bench scheduler'; the end-to-end 'symphony bench -f W --scheduler ADDR' needs the distributed runtime, which is not built yet")
+		return runBenchLoad(args, stdout, stderr)
 	}
 	def := schedbench.DefaultOptions()
 	fs := flag.NewFlagSet("bench scheduler", flag.ContinueOnError)

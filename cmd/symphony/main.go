@@ -22,6 +22,15 @@ Usage:
       Run the scheduler in the discrete-event simulator on a workload file.
   symphony bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
       Measure the real-time scheduler alone, in-process (paper Figure 11, left).
+  symphony demo [-f WORKLOAD] [--duration D] [--http-addr ADDR] [--json] [--find-goodput]
+      A whole cluster in one process on loopback TCP (scheduler, backends with
+      emulated GPUs, a frontend), driven by the load generator.
+  symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
+      The same load and report against a running cluster.
+  symphony scheduler [-f WORKLOAD] [--addr ADDR]
+  symphony backend --scheduler ADDR [--gpus N]
+  symphony frontend --scheduler ADDR [--http-addr ADDR]
+      The separate processes of a deployment (see README).
 
 Run 'symphony COMMAND -h' for a command's flags. Workload files are described
 in docs/workload-format.md; examples live in testdata/workloads/.
@@ -48,6 +57,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runSim(args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(args[1:], stdout, stderr)
+	case "demo":
+		err = runDemo(args[1:], stdout, stderr)
+	case "scheduler":
+		err = runScheduler(args[1:], stdout, stderr)
+	case "backend":
+		err = runBackend(args[1:], stdout, stderr)
+	case "frontend":
+		err = runFrontend(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "symphony: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -101,7 +101,7 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "-f", table4, "--compare", "--policy", "nexus"}, 2, "exclude each other"},
 		{[]string{"sim", "-f", table4, "--sweep", "0.5,x"}, 2, "--sweep"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
-		{[]string{"bench", "everything"}, 2, "bench scheduler"},
+		{[]string{"bench", "everything"}, 2, "-f WORKLOAD is required"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(t, c.args...)

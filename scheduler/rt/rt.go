@@ -100,6 +100,9 @@ func Start(cfg Config, sink Sink) (*Scheduler, error) {
 	return s, nil
 }
 
+// Epoch is the wall-clock time of the scheduler's time 0.
+func (s *Scheduler) Epoch() time.Time { return s.epoch }
+
 // Now is the scheduler's current time, the clock every request's Arrival
 // and Deadline must use.
 func (s *Scheduler) Now() scheduler.Time { return scheduler.Time(time.Since(s.epoch)) }
@@ -243,6 +246,7 @@ type rankThread struct {
 		dirty   []bool
 		changed []scheduler.ModelID
 		returns []scheduler.GPUReturn // must-deliver
+		gpuOps  []gpuOp               // must-deliver
 	}
 	statsMu sync.Mutex
 	busy    time.Duration
@@ -268,6 +272,46 @@ func (r *rankThread) sendReturns(rets []scheduler.GPUReturn) {
 	notify(r.notify)
 }
 
+// gpuOp is a change to a GPU from outside the scheduler: a backend came or
+// went, or reported when a batch really finished.
+type gpuOp struct {
+	gpu    scheduler.GPUID
+	kind   gpuOpKind
+	freeAt scheduler.Time
+}
+
+type gpuOpKind uint8
+
+const (
+	gpuEnable gpuOpKind = iota
+	gpuDisable
+	gpuCorrect
+)
+
+func (r *rankThread) sendGPUOp(op gpuOp) {
+	mb := &r.mailbox
+	mb.Lock()
+	mb.gpuOps = append(mb.gpuOps, op)
+	mb.Unlock()
+	notify(r.notify)
+}
+
+// EnableGPU brings a GPU online (RankCore.EnableGPU), free from freeAt.
+func (s *Scheduler) EnableGPU(g scheduler.GPUID, freeAt scheduler.Time) {
+	s.rank.sendGPUOp(gpuOp{gpu: g, kind: gpuEnable, freeAt: freeAt})
+}
+
+// DisableGPU takes a GPU offline (RankCore.DisableGPU).
+func (s *Scheduler) DisableGPU(g scheduler.GPUID) {
+	s.rank.sendGPUOp(gpuOp{gpu: g, kind: gpuDisable})
+}
+
+// CorrectFreeAt reports when a GPU's latest plan really finished
+// (RankCore.CorrectFreeAt).
+func (s *Scheduler) CorrectFreeAt(g scheduler.GPUID, freeAt scheduler.Time) {
+	s.rank.sendGPUOp(gpuOp{gpu: g, kind: gpuCorrect, freeAt: freeAt})
+}
+
 func (r *rankThread) run() {
 	defer r.s.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -275,6 +319,7 @@ func (r *rankThread) run() {
 	var changed []scheduler.ModelID
 	var cands []scheduler.Candidate
 	var returns []scheduler.GPUReturn
+	var ops []gpuOp
 	for {
 		select {
 		case <-r.notify:
@@ -293,9 +338,20 @@ func (r *rankThread) run() {
 			mb.dirty[m] = false
 		}
 		returns, mb.returns = mb.returns, returns[:0]
+		ops, mb.gpuOps = mb.gpuOps, ops[:0]
 		mb.Unlock()
 		for _, ret := range returns {
 			r.core.Return(ret)
+		}
+		for _, op := range ops {
+			switch op.kind {
+			case gpuEnable:
+				r.core.EnableGPU(op.gpu, op.freeAt)
+			case gpuDisable:
+				r.core.DisableGPU(op.gpu)
+			case gpuCorrect:
+				r.core.CorrectFreeAt(op.gpu, op.freeAt)
+			}
 		}
 		for i, m := range changed {
 			r.core.Update(m, cands[i])

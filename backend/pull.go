@@ -1,0 +1,234 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// Puller reads inputs from frontends. The interface is a one-sided read of
+// registered regions (wire.InputRef: region, offset, length), so that an
+// RDMA implementation (RDMA READ of the frontend's registered memory) can
+// replace the TCP one without changing the backend.
+type Puller interface {
+	// Read fills dst[i] with ops[i]'s bytes from frontend; a nil dst[i]
+	// after a nil error means that input is no longer there. It returns
+	// an error if the frontend could not be reached by ctx's deadline.
+	Read(ctx context.Context, frontend uint32, ops []wire.InputRef, dst [][]byte) error
+}
+
+// errNoFrontend: the frontend is unknown or its data connection is down.
+var errNoFrontend = errors.New("no data connection to the frontend")
+
+// tcpPuller reads inputs over each frontend's data connection (a Read
+// message answered by a ReadReply) and sends results back on it.
+type tcpPuller struct {
+	net     transport.Network
+	name    string
+	backoff transport.Backoff
+	log     zerolog.Logger
+
+	mu    sync.Mutex
+	peers map[uint32]*peer
+}
+
+// peer is one frontend's data connection, kept up with backoff until the
+// scheduler says the frontend is gone.
+type peer struct {
+	id      uint32
+	addr    string
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	conn    transport.Conn
+	upCh    chan struct{} // closed once conn is set; renewed when it drops
+	seq     uint64
+	waiting map[uint64]chan *wire.ReadReply
+	results *transport.Coalescer[wire.Result]
+}
+
+func newTCPPuller(n transport.Network, name string, b transport.Backoff, log zerolog.Logger) *tcpPuller {
+	return &tcpPuller{net: n, name: name, backoff: b, log: log, peers: map[uint32]*peer{}}
+}
+
+// up starts (or keeps) the data connection to frontend id.
+func (p *tcpPuller) up(id uint32, addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.peers[id]; old != nil {
+		if old.addr == addr {
+			return
+		}
+		old.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pe := &peer{id: id, addr: addr, cancel: cancel, upCh: make(chan struct{}), waiting: map[uint64]chan *wire.ReadReply{}}
+	pe.results = transport.NewCoalescer(func(rs []wire.Result) {
+		pe.mu.Lock()
+		c := pe.conn
+		pe.mu.Unlock()
+		if c == nil || c.Send(&wire.Results{Results: rs}) != nil {
+			p.log.Debug().Uint32("frontend", id).Int("results", len(rs)).Msg("results not delivered: no data connection")
+		}
+	})
+	p.peers[id] = pe
+	go transport.KeepDialing(ctx, p.backoff, p.log.With().Uint32("frontend", id).Logger(), func(ctx context.Context) error {
+		return p.session(ctx, pe)
+	})
+}
+
+// down closes the data connection to frontend id.
+func (p *tcpPuller) down(id uint32) {
+	p.mu.Lock()
+	pe := p.peers[id]
+	delete(p.peers, id)
+	p.mu.Unlock()
+	if pe != nil {
+		pe.cancel()
+		pe.results.Close()
+	}
+}
+
+// closeAll closes every data connection.
+func (p *tcpPuller) closeAll() {
+	p.mu.Lock()
+	ids := make([]uint32, 0, len(p.peers))
+	for id := range p.peers {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.down(id)
+	}
+}
+
+func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
+	closed := make(chan struct{})
+	h := transport.HandlerFuncs{
+		Message: func(_ transport.Conn, m wire.Message) { pe.onMessage(m) },
+		Closed: func(c transport.Conn, err error) {
+			pe.mu.Lock()
+			if pe.conn == c {
+				pe.conn = nil
+				pe.upCh = make(chan struct{})
+			}
+			// Fail every read waiting on this connection.
+			for seq, ch := range pe.waiting {
+				close(ch)
+				delete(pe.waiting, seq)
+			}
+			pe.mu.Unlock()
+			close(closed)
+		},
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, _, err := p.net.Dial(dctx, pe.addr, &wire.Hello{Version: wire.Version, Role: wire.RolePuller, Name: p.name}, h)
+	cancel()
+	if err != nil {
+		return err
+	}
+	pe.mu.Lock()
+	pe.conn = conn
+	close(pe.upCh)
+	pe.mu.Unlock()
+	select {
+	case <-closed:
+		return errors.New("data connection closed")
+	case <-ctx.Done():
+		conn.Close(errors.New("frontend gone"))
+		<-closed
+		return ctx.Err()
+	}
+}
+
+func (pe *peer) onMessage(m wire.Message) {
+	rep, ok := m.(*wire.ReadReply)
+	if !ok {
+		return
+	}
+	pe.mu.Lock()
+	ch := pe.waiting[rep.Seq]
+	delete(pe.waiting, rep.Seq)
+	pe.mu.Unlock()
+	if ch != nil {
+		ch <- rep
+	}
+}
+
+func (p *tcpPuller) peer(id uint32) *peer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peers[id]
+}
+
+// Read implements Puller.
+func (p *tcpPuller) Read(ctx context.Context, frontend uint32, ops []wire.InputRef, dst [][]byte) error {
+	pe := p.peer(frontend)
+	if pe == nil {
+		return errNoFrontend
+	}
+	ch := make(chan *wire.ReadReply, 1)
+	pe.mu.Lock()
+	for pe.conn == nil {
+		// Still dialing (a frontend that just joined) or redialing: wait
+		// for the connection as long as the batch can.
+		up := pe.upCh
+		pe.mu.Unlock()
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return errNoFrontend
+		}
+		pe.mu.Lock()
+	}
+	c := pe.conn
+	pe.seq++
+	seq := pe.seq
+	pe.waiting[seq] = ch
+	pe.mu.Unlock()
+	forget := func() {
+		pe.mu.Lock()
+		delete(pe.waiting, seq)
+		pe.mu.Unlock()
+	}
+	if err := c.Send(&wire.Read{Seq: seq, Ops: ops}); err != nil {
+		forget()
+		return err
+	}
+	select {
+	case rep, ok := <-ch:
+		if !ok {
+			return errNoFrontend
+		}
+		if len(rep.Data) != len(ops) {
+			return fmt.Errorf("read reply has %d inputs for %d reads", len(rep.Data), len(ops))
+		}
+		for i, b := range rep.Data {
+			if b == nil {
+				b = []byte{} // an empty input is not a missing one
+			}
+			dst[i] = b
+		}
+		for _, i := range rep.Missing {
+			dst[i] = nil
+		}
+		return nil
+	case <-ctx.Done():
+		forget()
+		return ctx.Err()
+	}
+}
+
+// send queues results for frontend; they are dropped if its data
+// connection is down (the frontend ends those requests itself).
+func (p *tcpPuller) send(frontend uint32, rs []wire.Result) {
+	if pe := p.peer(frontend); pe != nil {
+		pe.results.Add(rs...)
+	}
+}

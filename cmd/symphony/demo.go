@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/bench/cluster"
+	"github.com/symphony-serving/symphony/bench/loadgen"
+	"github.com/symphony-serving/symphony/bench/report"
+	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/frontend"
+)
+
+// loadFlags are the flags `demo` and `bench -f` share.
+type loadFlags struct {
+	file        *string
+	duration    *time.Duration
+	warmup      *time.Duration
+	asJSON      *bool
+	csvPath     *string
+	plotDir     *string
+	findGoodput *bool
+	inputBytes  *int
+	quiet       *bool
+	verbose     *bool
+}
+
+func addLoadFlags(fs *flag.FlagSet, fileHelp string) *loadFlags {
+	return &loadFlags{
+		file:        fs.String("f", "", fileHelp),
+		duration:    fs.Duration("duration", 0, "override the workload's measured window"),
+		warmup:      fs.Duration("warmup", -1, "override the workload's warmup"),
+		asJSON:      fs.Bool("json", false, "print the report as JSON on stdout"),
+		csvPath:     fs.String("csv", "", "write the per-model report as CSV to `FILE`"),
+		plotDir:     fs.String("plot", "", "write SVG and PNG charts into `DIR`"),
+		findGoodput: fs.Bool("find-goodput", false, "search for the largest load multiplier at which every model's bad rate is at most 1% (each step runs in real time)"),
+		inputBytes:  fs.Int("input-bytes", 1024, "size of each request's input"),
+		quiet:       fs.Bool("quiet", false, "no progress line"),
+		verbose:     fs.Bool("v", false, "log the cluster's events"),
+	}
+}
+
+func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
+	if fs.NArg() > 0 {
+		return nil, usageErr("unexpected arguments %q", fs.Args())
+	}
+	if *lf.inputBytes < 0 {
+		return nil, usageErr("--input-bytes must not be negative")
+	}
+	w, err := loadWorkload(*lf.file)
+	if err != nil {
+		return nil, err
+	}
+	if *lf.duration > 0 {
+		w.Duration = *lf.duration
+	}
+	if *lf.warmup >= 0 {
+		w.Warmup = *lf.warmup
+	}
+	return w, nil
+}
+
+// drive runs the load (or the goodput search) and writes the report.
+func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Workload, label string, stdout, stderr io.Writer) error {
+	o := loadgen.Options{Label: label, InputBytes: func(string) int { return *lf.inputBytes }}
+	if !*lf.quiet {
+		o.Progress = stderr
+	}
+	var r *report.Report
+	var err error
+	if *lf.findGoodput {
+		r, err = loadgen.FindGoodput(ctx, t, w, o)
+	} else {
+		r, err = loadgen.Run(ctx, t, w, o)
+	}
+	if err != nil {
+		return err
+	}
+	return writeSimOutputs(stdout, []report.Report{*r}, nil, *lf.asJSON, *lf.csvPath, *lf.plotDir)
+}
+
+// runDemo is `symphony demo`: a whole cluster in one process on loopback
+// TCP, driven by the load generator.
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	lf := addLoadFlags(fs, "workload file (default: the bundled demo workload: six 1080Ti-zoo models on 8 emulated GPUs)")
+	httpAddr := fs.String("http-addr", "", "also serve the KServe v2 HTTP gateway on `ADDR` (e.g. 127.0.0.1:8000)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	w, err := lf.workload(fs)
+	if err != nil {
+		return err
+	}
+	log := zerolog.Nop()
+	if *lf.verbose {
+		log = processLogger(stderr, false)
+	}
+	cc, err := cluster.FromWorkload(w, newNetwork(log), "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	cc.Log = log
+	ctx, stop := signalContext()
+	defer stop()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := cluster.Start(sctx, cc)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	client := c.Frontends[0]
+	if !*lf.quiet {
+		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s\n",
+			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr())
+	}
+	if *httpAddr != "" {
+		srv, addr, err := serveGateway(client, *httpAddr, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		if !*lf.quiet {
+			fmt.Fprintf(stderr, "demo: KServe v2 gateway on http://%s\n", addr)
+		}
+	}
+	return lf.drive(ctx, client, w, w.Policy.String()+" (live)", stdout, stderr)
+}
+
+// runBenchLoad is `symphony bench -f W --scheduler ADDR`: the load of a
+// workload file against a running cluster, through an embedded frontend or
+// a frontend's KServe v2 gateway.
+func runBenchLoad(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	lf := addLoadFlags(fs, "workload file (required)")
+	sched := fs.String("scheduler", "", "the running scheduler's address (an embedded frontend connects to it)")
+	gatewayURL := fs.String("gateway", "", "instead of --scheduler, send requests to a frontend's KServe v2 gateway at `URL`")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *lf.file == "" {
+		return usageErr("-f WORKLOAD is required")
+	}
+	if (*sched == "") == (*gatewayURL == "") {
+		return usageErr("give exactly one of --scheduler ADDR and --gateway URL")
+	}
+	w, err := lf.workload(fs)
+	if err != nil {
+		return err
+	}
+	log := zerolog.Nop()
+	if *lf.verbose {
+		log = processLogger(stderr, false)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if *gatewayURL != "" {
+		t, err := newHTTPTarget(ctx, *gatewayURL, w)
+		if err != nil {
+			return err
+		}
+		return lf.drive(ctx, t, w, w.Policy.String()+" (gateway)", stdout, stderr)
+	}
+	fc := frontend.Default()
+	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", newNetwork(log), log
+	client, err := frontend.New(fc)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = client.WaitReady(wctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, m := range w.Models {
+		if _, ok := client.Model(m.Name); !ok {
+			return fmt.Errorf("the scheduler at %s does not serve model %q of %s", *sched, m.Name, w.Source)
+		}
+	}
+	return lf.drive(ctx, client, w, w.Policy.String()+" (live)", stdout, stderr)
+}

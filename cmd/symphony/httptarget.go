@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/frontend"
+)
+
+// httpTarget drives a frontend's KServe v2 gateway: each request is a POST
+// to /v2/models/{m}/infer with the input as binary tensor data. Status
+// codes map back to the frontend's typed errors, so the report classifies
+// outcomes as it does for an embedded client.
+type httpTarget struct {
+	base   string
+	client *http.Client
+}
+
+func newHTTPTarget(ctx context.Context, base string, w *workload.Workload) (*httpTarget, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageErr("--gateway %q: want an http:// URL", base)
+	}
+	t := &httpTarget{base: strings.TrimRight(base, "/"), client: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024, IdleConnTimeout: time.Minute},
+	}}
+	// Fail early, with a clear message, if the gateway is down or lacks a model.
+	for _, m := range w.Models {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/v2/models/"+url.PathEscape(m.Name)+"/ready", nil)
+		resp, err := t.client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("gateway %s: %w", base, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("gateway %s: model %q not ready (HTTP %d)", base, m.Name, resp.StatusCode)
+		}
+	}
+	return t, nil
+}
+
+// Go implements loadgen.Target.
+func (t *httpTarget) Go(ctx context.Context, model string, input []byte, _ ...frontend.CallOption) *frontend.Call {
+	return frontend.Async(model, func() ([]byte, error) { return t.infer(ctx, model, input) })
+}
+
+func (t *httpTarget) infer(ctx context.Context, model string, input []byte) ([]byte, error) {
+	header, _ := json.Marshal(map[string]any{
+		"inputs": []map[string]any{{
+			"name": "input0", "datatype": "UINT8", "shape": []int{len(input)},
+			"parameters": map[string]any{"binary_data_size": len(input)},
+		}},
+		"outputs": []map[string]any{{"name": "output0", "parameters": map[string]any{"binary_data": true}}},
+	})
+	body := make([]byte, 0, len(header)+len(input))
+	body = append(append(body, header...), input...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/v2/models/"+url.PathEscape(model)+"/infer", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, &frontend.BackendError{Model: model, Cause: err.Error()}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, &frontend.BackendError{Model: model, Cause: err.Error()}
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length")); err == nil && n <= len(data) {
+			return data[n:], nil
+		}
+		return data, nil
+	case http.StatusServiceUnavailable:
+		reason := frontend.DropOverload
+		switch {
+		case bytes.Contains(data, []byte("deadline")):
+			reason = frontend.DropDeadline
+		case bytes.Contains(data, []byte("not connected")):
+			return nil, frontend.ErrNotConnected
+		}
+		return nil, &frontend.DropError{Model: model, Reason: reason}
+	case http.StatusNotFound:
+		return nil, fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
+	case http.StatusBadGateway:
+		return nil, &frontend.BackendError{Model: model, Cause: strings.TrimSpace(string(data))}
+	}
+	return nil, fmt.Errorf("gateway: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/bench/cluster"
+	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/gateway"
+	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/transport/tcp"
+)
+
+// defaultWorkload is the bundled workload of `symphony demo` and the model
+// set of `symphony scheduler` when no file is given.
+//
+//go:embed default-workload.yaml
+var defaultWorkload []byte
+
+// loadWorkload parses the file, or the bundled default for "".
+func loadWorkload(path string) (*workload.Workload, error) {
+	if path == "" {
+		return workload.Parse(defaultWorkload, "default workload")
+	}
+	return workload.ParseFile(path)
+}
+
+// signalContext is canceled on SIGINT or SIGTERM, so that processes stop
+// cleanly: queued requests end with a shutdown drop, not silently.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func newNetwork(log zerolog.Logger) *tcp.Network {
+	o := tcp.Default()
+	o.Log = log
+	return tcp.New(o)
+}
+
+// runScheduler is `symphony scheduler`: the scheduler service alone.
+func runScheduler(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("f", "", "workload file whose models, policy and network delays to serve (default: the bundled demo workload)")
+	addr := fs.String("addr", "127.0.0.1:7100", "address to listen on for frontends and backends")
+	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork")
+	maxGPUs := fs.Int("max-gpus", 1024, "most GPUs the cluster may have")
+	verbose := fs.Bool("v", false, "log every connection and more")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	log := processLogger(stderr, *verbose)
+	w, err := loadWorkload(*file)
+	if err != nil {
+		return err
+	}
+	if *policy != "" {
+		p, err := scheduler.ParsePolicy(*policy)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		w.Policy = p
+	}
+	cc, err := cluster.FromWorkload(w, newNetwork(log), *addr)
+	if err != nil {
+		return err
+	}
+	sc := service.Default()
+	sc.Addr, sc.Network, sc.Models, sc.Log, sc.MaxGPUs = *addr, cc.Network, cc.Models, log, *maxGPUs
+	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cc.Policy, cc.Schedulable, cc.Drop, cc.Delays
+	svc, err := service.Start(sc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "scheduler listening on %s (%d models, policy %v)\n", svc.Addr(), len(sc.Models), sc.Policy)
+	ctx, stop := signalContext()
+	defer stop()
+	<-ctx.Done()
+	svc.Close()
+	st := svc.Snapshot()
+	log.Info().Uint64("tasks", st.Tasks).Uint64("planned", st.Planned).Uint64("dropped", st.Dropped).Uint64("failed", st.Failed).Msg("scheduler stopped")
+	return nil
+}
+
+// runBackend is `symphony backend`: one GPU agent with emulated GPUs.
+func runBackend(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
+	gpus := fs.Int("gpus", 1, "emulated GPUs this backend owns")
+	name := fs.String("name", "", "name in logs (default backend-PID)")
+	verbose := fs.Bool("v", false, "log more")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	log := processLogger(stderr, *verbose)
+	bc := backend.Default()
+	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, newNetwork(log)
+	bc.Name = *name
+	if bc.Name == "" {
+		bc.Name = fmt.Sprintf("backend-%d", os.Getpid())
+	}
+	a, err := backend.Start(bc)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := a.WaitReady(ctx); err == nil {
+		fmt.Fprintf(stdout, "backend %s registered %d GPUs with %s\n", bc.Name, bc.GPUs, *sched)
+	}
+	<-ctx.Done()
+	a.Close()
+	return nil
+}
+
+// runFrontend is `symphony frontend`: a frontend serving the KServe v2
+// HTTP inference protocol, for apps in any language.
+func runFrontend(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("frontend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
+	httpAddr := fs.String("http-addr", "127.0.0.1:8000", "address of the KServe v2 HTTP gateway")
+	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
+	name := fs.String("name", "", "name in logs (default frontend-PID)")
+	verbose := fs.Bool("v", false, "log more")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	log := processLogger(stderr, *verbose)
+	fc := frontend.Default()
+	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, newNetwork(log)
+	fc.Name = *name
+	if fc.Name == "" {
+		fc.Name = fmt.Sprintf("frontend-%d", os.Getpid())
+	}
+	client, err := frontend.New(fc)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	srv, addr, err := serveGateway(client, *httpAddr, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s\n", fc.Name, addr, client.DataAddr())
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// serveGateway serves the KServe v2 gateway for client on addr.
+func serveGateway(client *frontend.Client, addr string, log zerolog.Logger) (*http.Server, string, error) {
+	gc := gateway.Default()
+	gc.Log = log
+	gw, err := gateway.New(gatewayClient{client}, gc)
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("gateway: %w", err)
+	}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("gateway stopped")
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// gatewayClient adapts a frontend client to the gateway's Inferer.
+type gatewayClient struct{ c *frontend.Client }
+
+func (g gatewayClient) Infer(ctx context.Context, model string, input []byte) ([]byte, error) {
+	return g.c.Infer(ctx, model, input)
+}
+
+func (g gatewayClient) Model(name string) (gateway.ModelInfo, bool) {
+	m, ok := g.c.Model(name)
+	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.c.Connected()}, ok
+}
+
+func (g gatewayClient) Ready() bool { return g.c.Connected() }
+
+// processLogger logs at info level for long-running processes (joins,
+// leaves, failures), debug with -v.
+func processLogger(stderr io.Writer, verbose bool) zerolog.Logger {
+	level := zerolog.InfoLevel
+	if verbose {
+		level = zerolog.DebugLevel
+	}
+	return zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
+}

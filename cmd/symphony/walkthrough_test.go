@@ -1,0 +1,445 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// walkthroughWorkload is the load of TestThreeProcessWalkthrough: two models
+// of the bundled 1080Ti zoo at a light load on 4 emulated GPUs. The network
+// delays the scheduler budgets for are those of loopback TCP between four
+// processes on a busy CI machine, not of a datacenter network: with the
+// default 100us budgets, scheduling jitter alone makes a few percent of the
+// requests late there.
+const walkthroughWorkload = `seed: 7
+duration: 2s
+warmup: 500ms
+cluster:
+  gpus: 4
+network: {ctrl_delay: 2ms, data_delay_per_request: 100us, result_delay: 3ms}
+zoo: {profiles: 1080ti, select: [ResNet50, MobileNet], total_rate: 200, popularity: even, arrival: poisson}
+policy: symphony
+`
+
+// TestThreeProcessWalkthrough is README's "Running a cluster by hand" as
+// separate OS processes: a scheduler, two backends with 2 emulated GPUs each
+// and a frontend with the KServe v2 gateway, driven by `symphony bench
+// --gateway`, then stopped with SIGTERM.
+func TestThreeProcessWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a cluster of processes for a few seconds")
+	}
+	dir := t.TempDir()
+	bin := buildSymphony(t, dir)
+	wl := filepath.Join(dir, "walkthrough.yaml")
+	if err := os.WriteFile(wl, []byte(walkthroughWorkload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var procs []*proc
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range procs {
+				t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
+			}
+		}
+	})
+	start := func(name string, args ...string) *proc {
+		p := startProc(t, name, bin, args...)
+		procs = append(procs, p)
+		return p
+	}
+
+	sched := start("scheduler", "scheduler", "-f", wl, "--addr", "127.0.0.1:0")
+	addr := sched.waitLine(t, regexp.MustCompile(`^scheduler listening on (\S+) \(2 models`), 15*time.Second)[1]
+	b1 := start("backend b1", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b1")
+	b2 := start("backend b2", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b2")
+	front := start("frontend", "frontend", "--scheduler", addr, "--http-addr", "127.0.0.1:0", "--name", "f1")
+	for _, b := range []*proc{b1, b2} {
+		b.waitLine(t, regexp.MustCompile(`^backend b[12] registered 2 GPUs with `), 15*time.Second)
+	}
+	gw := front.waitLine(t, regexp.MustCompile(`^frontend f1: KServe v2 gateway on (http://\S+),`), 15*time.Second)[1]
+
+	// The gateway listens before the frontend has joined the scheduler;
+	// bench refuses a gateway whose models are not ready yet.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	waitHTTPReady(t, hc, gw, "/v2/health/ready", "/v2/models/ResNet50/ready", "/v2/models/MobileNet/ready")
+
+	// README's curl example: one small JSON UINT8 tensor. On a busy machine
+	// a lone request may miss its 27ms SLO and be dropped (HTTP 503): that
+	// one is tried again.
+	var inf struct {
+		ModelName string `json:"model_name"`
+		Outputs   []struct {
+			Datatype string `json:"datatype"`
+			Data     []int  `json:"data"`
+		} `json:"outputs"`
+	}
+	for try := 1; ; try++ {
+		resp, err := hc.Post(gw+"/v2/models/ResNet50/infer", "application/json", strings.NewReader(
+			`{"inputs":[{"name":"input0","datatype":"UINT8","shape":[4],"data":[1,2,3,4]}]}`))
+		if err != nil {
+			t.Fatalf("POST /v2/models/ResNet50/infer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && try < 5 {
+			t.Logf("POST /v2/models/ResNet50/infer, try %d: HTTP 503: %s", try, bytes.TrimSpace(body))
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &inf) != nil || inf.ModelName != "ResNet50" ||
+			len(inf.Outputs) != 1 || inf.Outputs[0].Datatype != "UINT8" || len(inf.Outputs[0].Data) == 0 {
+			t.Errorf("POST /v2/models/ResNet50/infer: HTTP %d: %s", resp.StatusCode, body)
+		}
+		break
+	}
+
+	// The load, from a fourth process, through the gateway. Every run must
+	// account for each request exactly once. The bad rate is a matter of
+	// timing on a machine shared with other jobs: a run over 5% is tried
+	// again, and it is not held against the cluster when the kernel says
+	// the CPUs were oversubscribed throughout (see cpuPressure).
+	const attempts = 3
+	overloaded := true
+	for i := 1; ; i++ {
+		p := startCPUPressure()
+		out := benchProcess(t, bin, "-f", wl, "--gateway", gw, "--json", "--quiet")
+		pressure, known := p.stop()
+		badRate, slow := checkWalkthroughReport(t, out, "ResNet50", "MobileNet")
+		t.Logf("bench run %d: bad rate %.3f, CPU pressure %s", i, badRate, p)
+		if t.Failed() {
+			t.Logf("bench report:\n%s", out)
+			break
+		}
+		if len(slow) == 0 {
+			break
+		}
+		overloaded = overloaded && known && pressure > maxCPUPressure
+		msg := fmt.Sprintf("bench run %d of %d (CPU pressure %s): %s", i, attempts, p, strings.Join(slow, "; "))
+		if i < attempts {
+			t.Logf("%s; running again", msg)
+			continue
+		}
+		if overloaded {
+			t.Logf("%s\nbench report:\n%s", msg, out)
+			defer t.Skipf("bad rate over 5%% in %d runs, all on oversubscribed CPUs (tasks waited for a CPU over %.0f%% of the time): the cluster worked, its latency was not checked", attempts, 100*maxCPUPressure)
+		} else {
+			t.Errorf("bad rate over 5%% in %d runs in a row; the last: %s\nbench report:\n%s", attempts, msg, out)
+		}
+		break
+	}
+
+	// SIGTERM everything, newest first; each must exit by itself, cleanly.
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].signal(t, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		if code := p.wait(t, time.Until(deadline)); code != 0 {
+			t.Errorf("%s exited with status %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+}
+
+// walkthroughStats are the report fields the walk-through checks
+// (bench/report.Stats).
+type walkthroughStats struct {
+	Offered    uint64  `json:"offered"`
+	Good       uint64  `json:"good"`
+	Late       uint64  `json:"late"`
+	Dropped    uint64  `json:"dropped"`
+	Failed     uint64  `json:"failed"`
+	GoodputRPS float64 `json:"goodput_rps"`
+	BadRate    float64 `json:"bad_rate"`
+}
+
+// benchProcess runs `symphony bench ARGS` as a process and returns its stdout.
+func benchProcess(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench"}, args...)...)
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("symphony bench: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	return stdout.Bytes()
+}
+
+// checkWalkthroughReport fails the test unless the bench report offered
+// requests of exactly the given models and accounted for every one, and
+// returns the overall bad rate and the bad rates over 5%, overall and per
+// model.
+func checkWalkthroughReport(t *testing.T, out []byte, models ...string) (badRate float64, slow []string) {
+	t.Helper()
+	var rep struct {
+		walkthroughStats
+		Models []struct {
+			Name string `json:"name"`
+			walkthroughStats
+		} `json:"models"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	check := func(what string, s walkthroughStats) {
+		if s.Offered == 0 {
+			t.Errorf("%s: no request offered", what)
+		}
+		if sum := s.Good + s.Late + s.Dropped + s.Failed; sum != s.Offered {
+			t.Errorf("%s: offered %d != good %d + late %d + dropped %d + failed %d", what, s.Offered, s.Good, s.Late, s.Dropped, s.Failed)
+		}
+		// Generous: the cluster and its load share a noisy CI machine.
+		if s.BadRate > 0.05 {
+			slow = append(slow, fmt.Sprintf("%s: bad rate %.3f (late %d, dropped %d, failed %d of %d)",
+				what, s.BadRate, s.Late, s.Dropped, s.Failed, s.Offered))
+		}
+	}
+	check("overall", rep.walkthroughStats)
+	seen := map[string]bool{}
+	for _, m := range rep.Models {
+		seen[m.Name] = true
+		check("model "+m.Name, m.walkthroughStats)
+	}
+	for _, m := range models {
+		if !seen[m] {
+			t.Errorf("report lacks model %q", m)
+		}
+	}
+	if len(rep.Models) != len(models) {
+		t.Errorf("report has %d models, want %d", len(rep.Models), len(models))
+	}
+	return rep.BadRate, slow
+}
+
+// buildSymphony builds this command into dir.
+func buildSymphony(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "symphony")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// go test puts its own GOROOT/bin first on PATH.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is one long-running symphony process: its stdout lines arrive on
+// lines, its stderr is kept for failure messages.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr lockedBuffer
+	lines  chan string
+	done   chan struct{} // closed once the process has exited and been waited for
+	err    error         // cmd.Wait's, valid after done
+}
+
+func startProc(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), lines: make(chan string, 64), done: make(chan struct{})}
+	p.cmd.Stderr = &p.stderr
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case p.lines <- sc.Text():
+			default: // nobody waits for more lines: drop them
+			}
+		}
+		close(p.lines)
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	// Whatever happens to the test, no process outlives it.
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s (pid %d) still running 10s after SIGKILL", p.name, p.cmd.Process.Pid)
+		}
+	})
+	return p
+}
+
+// waitLine waits up to timeout for a stdout line matching re and returns
+// its submatches; it fails the test if the process exits first.
+func (p *proc) waitLine(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				t.Fatalf("%s exited (%v) before printing a line matching %q; stderr:\n%s", p.name, p.err, re, p.stderr.String())
+			}
+			if m := re.FindStringSubmatch(line); m != nil {
+				return m
+			}
+		case <-timer.C:
+			t.Fatalf("%s printed no line matching %q within %v; stderr:\n%s", p.name, re, timeout, p.stderr.String())
+		}
+	}
+}
+
+func (p *proc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Errorf("%s: signal %v: %v", p.name, sig, err)
+	}
+}
+
+// wait waits up to timeout for the process to exit and returns its exit
+// status; past the timeout it kills the process and fails the test.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(max(timeout, 0)):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("%s did not exit within %v of SIGTERM; killed", p.name, timeout.Round(time.Millisecond))
+		return -1
+	}
+}
+
+// waitHTTPReady polls each path of the gateway at base until it answers
+// 200, for at most 10 seconds in all.
+func waitHTTPReady(t *testing.T, hc *http.Client, base string, paths ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for _, path := range paths {
+		last := ""
+		for {
+			resp, err := hc.Get(base + path)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+			} else {
+				last = err.Error()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s%s: not ready after 10s: %s", base, path, last)
+			}
+			<-tick.C
+		}
+	}
+}
+
+// maxCPUPressure is the share of the time some task waited for a CPU above
+// which the walk-through's bad rate is not checked: four processes passing
+// each request along cannot meet a 20ms SLO when every hand-off waits for
+// a CPU.
+const maxCPUPressure = 0.5
+
+// cpuPressure measures the machine's CPU pressure over an interval: the
+// share of the time some task was runnable but waiting for a CPU (Linux
+// pressure stall information, /proc/pressure/cpu).
+type cpuPressure struct {
+	start    time.Time
+	stall0   time.Duration
+	known    bool
+	pressure float64
+}
+
+func startCPUPressure() *cpuPressure {
+	s, ok := cpuStall()
+	return &cpuPressure{start: time.Now(), stall0: s, known: ok}
+}
+
+// stop returns the pressure since start, and false where the kernel does
+// not report it.
+func (p *cpuPressure) stop() (float64, bool) {
+	s, ok := cpuStall()
+	p.known = p.known && ok
+	if el := time.Since(p.start); p.known && el > 0 {
+		p.pressure = float64(s-p.stall0) / float64(el)
+	}
+	return p.pressure, p.known
+}
+
+func (p *cpuPressure) String() string {
+	if !p.known {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.0f%%", 100*p.pressure)
+}
+
+// cpuStall is the total time some task has waited for a CPU since boot.
+func cpuStall() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, false
+	}
+	// some avg10=0.00 avg60=0.00 avg300=0.00 total=12345 (microseconds)
+	line, _, _ := strings.Cut(string(b), "\n")
+	_, total, ok := strings.Cut(line, "total=")
+	if !ok || !strings.HasPrefix(line, "some ") {
+		return 0, false
+	}
+	us, err := strconv.ParseUint(strings.TrimSpace(total), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(us) * time.Microsecond, true
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process's stderr copier and
+// the test's readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

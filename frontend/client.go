@@ -1,0 +1,568 @@
+// Package frontend is Symphony's client library, embedded in apps: it keeps
+// each request's input in a local input store, sends only the task
+// descriptor (id, model, deadline, where the input lives) to the scheduler,
+// serves the backends' one-sided reads of the inputs, and receives results
+// straight from the backends (Symphony paper §4.1, Figure 2).
+//
+// Every request ends exactly once: with its output, or with one of the
+// errors in errors.go. A safety timer ends any request that has heard
+// nothing by its deadline plus Config.Grace, so that a lost scheduler or
+// backend can never leave a caller waiting forever.
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// Preprocessor turns a request's raw input into the model's input while
+// the request waits in the scheduler's queue (paper §4.6): the task is sent
+// to the scheduler first, and a backend's read of the input waits until
+// preprocessing is done.
+type Preprocessor interface {
+	// OutputSize is the size of the model input Run produces, known before
+	// it runs, so that the input's place can be reserved and announced.
+	OutputSize(model string, raw []byte) int
+	// Run writes the model input for raw into dst (len(dst) is OutputSize).
+	Run(ctx context.Context, model string, raw []byte, dst []byte) error
+}
+
+// Config configures a frontend client.
+type Config struct {
+	// SchedulerAddr is the scheduler's address.
+	SchedulerAddr string
+	// Name identifies the frontend in logs.
+	Name string
+	// DataAddr is where backends read inputs from (default 127.0.0.1:0).
+	DataAddr string
+	// Network carries every connection.
+	Network transport.Network
+	// Preprocess, if set, runs on each input while its request waits.
+	Preprocess Preprocessor
+	// Grace is how long after its deadline a request that has heard
+	// nothing is ended with a BackendError.
+	Grace time.Duration
+	// RegionSize and MaxInputBytes size the input store.
+	RegionSize    int
+	MaxInputBytes int64
+	// Backoff paces reconnections to the scheduler.
+	Backoff transport.Backoff
+	Log     zerolog.Logger
+}
+
+// Default returns the defaults.
+func Default() Config {
+	return Config{
+		Name: "frontend", DataAddr: "127.0.0.1:0", Grace: time.Second,
+		RegionSize: 8 << 20, MaxInputBytes: 2 << 30,
+		Backoff: transport.DefaultBackoff(), Log: zerolog.Nop(),
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.SchedulerAddr == "":
+		return errors.New("frontend: no scheduler address")
+	case c.Network == nil:
+		return errors.New("frontend: no network")
+	case c.Grace <= 0:
+		return errors.New("frontend: grace must be positive")
+	case c.RegionSize <= 0 || c.MaxInputBytes < int64(c.RegionSize):
+		return errors.New("frontend: input store sizes must be positive, max >= region")
+	}
+	return c.Backoff.Validate()
+}
+
+// ModelInfo describes a served model.
+type ModelInfo struct {
+	Name string
+	SLO  time.Duration
+	// MaxBatch is the largest batch its profile covers.
+	MaxBatch int
+}
+
+// Timing says how a request ran, for reports.
+type Timing struct {
+	// Submitted is when Infer was called; Ended when it returned.
+	Submitted, Ended time.Time
+	// Started and Finished are when its batch ran on the GPU (zero if it
+	// never ran), and BatchSize that batch's size.
+	Started, Finished time.Time
+	BatchSize         int
+}
+
+// Call is one asynchronous request. Done closes when it has ended; then
+// Output, Err and Timing are set and never change.
+type Call struct {
+	Model  string
+	Output []byte
+	Err    error
+	Timing Timing
+	done   chan struct{}
+
+	id       uint64
+	deadline time.Time
+	timer    *time.Timer
+	stop     func() bool // context.AfterFunc's stop
+}
+
+// Done is closed when the call has ended.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// Client is a frontend. It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	log   zerolog.Logger
+	store *InputStore
+	data  transport.Listener
+
+	nextID atomic.Uint64
+
+	mu       sync.Mutex
+	session  *session // nil while disconnected
+	models   map[string]modelEntry
+	pending  map[uint64]*Call
+	closed   bool
+	readyCh  chan struct{} // closed on the first Welcome
+	readyOne sync.Once
+
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+	stats    Stats
+}
+
+type modelEntry struct {
+	id   uint32
+	info ModelInfo
+}
+
+// session is one live connection to the scheduler.
+type session struct {
+	conn   transport.Conn
+	submit *transport.Coalescer[wire.Task]
+}
+
+// Stats count how requests ended, for tests and reports.
+type Stats struct {
+	Submitted, Answered, Dropped, Failed atomic.Uint64
+	// Duplicates counts outcomes that arrived for requests already ended:
+	// expected after failures (a late result of a request already failed),
+	// never counted twice.
+	Duplicates atomic.Uint64
+}
+
+// New starts a frontend: it serves input reads on DataAddr and keeps a
+// connection to the scheduler, reconnecting with backoff.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg: cfg, log: cfg.Log.With().Str("frontend", cfg.Name).Logger(),
+		store:   NewInputStore(cfg.RegionSize, cfg.MaxInputBytes),
+		models:  make(map[string]modelEntry),
+		pending: make(map[uint64]*Call),
+		readyCh: make(chan struct{}),
+	}
+	ln, err := cfg.Network.Listen(cfg.DataAddr, c.acceptPuller)
+	if err != nil {
+		return nil, fmt.Errorf("frontend: serve inputs on %s: %w", cfg.DataAddr, err)
+	}
+	c.data = ln
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopLoop, c.loopDone = cancel, make(chan struct{})
+	go func() {
+		defer close(c.loopDone)
+		transport.KeepDialing(ctx, cfg.Backoff, c.log, c.dialScheduler)
+	}()
+	return c, nil
+}
+
+// DataAddr is where backends read this frontend's inputs.
+func (c *Client) DataAddr() string { return c.data.Addr() }
+
+// Stats returns the client's outcome counters.
+func (c *Client) Stats() *Stats { return &c.stats }
+
+// WaitReady waits until the client has connected to the scheduler once.
+func (c *Client) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.readyCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("frontend: waiting for the scheduler at %s: %w", c.cfg.SchedulerAddr, ctx.Err())
+	}
+}
+
+// Connected reports whether the client is connected to the scheduler now.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session != nil
+}
+
+// Models lists the models the scheduler serves.
+func (c *Client) Models() []ModelInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]ModelInfo, 0, len(c.models))
+	for _, m := range c.models {
+		out = append(out, m.info)
+	}
+	return out
+}
+
+// Model returns one model's description.
+func (c *Client) Model(name string) (ModelInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.models[name]
+	return m.info, ok
+}
+
+// dialScheduler runs one session: dial, handshake, then wait until the
+// connection closes.
+func (c *Client) dialScheduler(ctx context.Context) error {
+	closed := make(chan struct{})
+	var sess *session
+	h := transport.HandlerFuncs{
+		Message: c.onSchedulerMessage,
+		Closed: func(conn transport.Conn, err error) {
+			c.endSession(sess)
+			close(closed)
+		},
+	}
+	hello := &wire.Hello{Version: wire.Version, Role: wire.RoleFrontend, Name: c.cfg.Name, DataAddr: c.data.Addr()}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, welcome, err := c.cfg.Network.Dial(dctx, c.cfg.SchedulerAddr, hello, h)
+	cancel()
+	if err != nil {
+		return err
+	}
+	sess = &session{conn: conn}
+	sess.submit = transport.NewCoalescer(func(tasks []wire.Task) {
+		if err := conn.Send(&wire.Submit{Tasks: tasks}); err != nil {
+			c.log.Debug().Err(err).Int("tasks", len(tasks)).Msg("submit failed")
+		}
+	})
+	c.mu.Lock()
+	c.models = make(map[string]modelEntry, len(welcome.Models))
+	for _, m := range welcome.Models {
+		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency)}}
+	}
+	c.session = sess
+	c.mu.Unlock()
+	c.readyOne.Do(func() { close(c.readyCh) })
+	c.log.Info().Str("scheduler", c.cfg.SchedulerAddr).Uint32("id", welcome.ID).Int("models", len(welcome.Models)).Msg("connected")
+	select {
+	case <-closed:
+		return errors.New("scheduler connection closed")
+	case <-ctx.Done():
+		conn.Close(errors.New("frontend closing"))
+		<-closed
+		return ctx.Err()
+	}
+}
+
+func (c *Client) endSession(s *session) {
+	c.mu.Lock()
+	if c.session == s {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	if s != nil {
+		s.submit.Close()
+	}
+}
+
+func (c *Client) onSchedulerMessage(_ transport.Conn, m wire.Message) {
+	ended, ok := m.(*wire.Ended)
+	if !ok {
+		c.log.Warn().Stringer("kind", m.Kind()).Msg("unexpected message from the scheduler")
+		return
+	}
+	for _, e := range ended.Ends {
+		c.finish(e.ID, nil, c.endError(e.ID, e.Code, e.Detail, ""), Timing{})
+	}
+}
+
+// endError turns a wire end code into the client's typed error.
+func (c *Client) endError(id uint64, code wire.EndCode, detail, backend string) error {
+	model := c.modelOf(id)
+	switch code {
+	case wire.EndDropDeadline:
+		return &DropError{Model: model, Reason: DropDeadline}
+	case wire.EndDropOverload:
+		return &DropError{Model: model, Reason: DropOverload}
+	case wire.EndDropShutdown:
+		return &DropError{Model: model, Reason: DropShutdown}
+	case wire.EndUnknownModel:
+		return fmt.Errorf("%w %q", ErrUnknownModel, model)
+	}
+	cause := code.String()
+	if detail != "" {
+		cause += ": " + detail
+	}
+	return &BackendError{Model: model, Backend: backend, Cause: cause}
+}
+
+func (c *Client) modelOf(id uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call := c.pending[id]; call != nil {
+		return call.Model
+	}
+	return ""
+}
+
+// CallOption adjusts one request.
+type CallOption func(*callOptions)
+
+type callOptions struct{ deadline time.Time }
+
+// WithDeadline shortens the request's deadline to d. A request may never
+// get a later deadline than its model's SLO allows; a later d is ignored.
+func WithDeadline(d time.Time) CallOption { return func(o *callOptions) { o.deadline = d } }
+
+// Infer runs one request and waits for its output. Its deadline is the
+// model's SLO from now, shortened by ctx's deadline and WithDeadline.
+// Canceling ctx ends a queued request at once with DropCanceled.
+func (c *Client) Infer(ctx context.Context, model string, input []byte, opts ...CallOption) ([]byte, error) {
+	call := c.Go(ctx, model, input, opts...)
+	<-call.done
+	return call.Output, call.Err
+}
+
+// Go starts one request and returns at once; the Call's Done channel
+// closes when it ends.
+func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...CallOption) *Call {
+	now := time.Now()
+	call := &Call{Model: model, done: make(chan struct{}), Timing: Timing{Submitted: now}}
+	var o callOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	c.mu.Lock()
+	sess := c.session
+	m, known := c.models[model]
+	closed := c.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return c.failEarly(call, ErrClosed)
+	case sess == nil:
+		return c.failEarly(call, ErrNotConnected)
+	case !known:
+		return c.failEarly(call, fmt.Errorf("%w %q", ErrUnknownModel, model))
+	}
+	call.deadline = now.Add(m.info.SLO)
+	if d, ok := ctx.Deadline(); ok && d.Before(call.deadline) {
+		call.deadline = d
+	}
+	if !o.deadline.IsZero() && o.deadline.Before(call.deadline) {
+		call.deadline = o.deadline
+	}
+	if !call.deadline.After(now) {
+		return c.failEarly(call, fmt.Errorf("%w: already passed", ErrBadDeadline))
+	}
+	if err := ctx.Err(); err != nil {
+		return c.failEarly(call, &DropError{Model: model, Reason: DropCanceled})
+	}
+
+	call.id = c.nextID.Add(1)
+	pre := c.cfg.Preprocess
+	size := len(input)
+	if pre != nil {
+		size = pre.OutputSize(model, input)
+	}
+	ref, buf, ready, err := c.store.Alloc(call.id, size, pre != nil)
+	if err != nil {
+		if errors.Is(err, ErrStoreFull) {
+			return c.failEarly(call, &DropError{Model: model, Reason: DropOverload})
+		}
+		return c.failEarly(call, err)
+	}
+	if pre == nil {
+		copy(buf, input)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.store.Release(call.id)
+		return c.failEarly(call, ErrClosed)
+	}
+	c.pending[call.id] = call
+	c.stats.Submitted.Add(1)
+	// The safety net: whatever happens elsewhere, the call ends by
+	// deadline + grace.
+	id := call.id
+	call.timer = time.AfterFunc(time.Until(call.deadline)+c.cfg.Grace, func() {
+		c.finish(id, nil, &BackendError{Model: model, Cause: "no answer by the deadline"}, Timing{})
+	})
+	call.stop = context.AfterFunc(ctx, func() {
+		c.finish(id, nil, &DropError{Model: model, Reason: DropCanceled}, Timing{})
+	})
+	c.mu.Unlock()
+	if pre != nil {
+		go func() {
+			ready(pre.Run(ctx, model, input, buf))
+		}()
+	}
+	task := wire.Task{ID: call.id, Model: m.id, Deadline: call.deadline.UnixNano(), Input: ref}
+	if !sess.submit.Add(task) {
+		c.finish(call.id, nil, ErrNotConnected, Timing{})
+	}
+	return call
+}
+
+func (c *Client) failEarly(call *Call, err error) *Call {
+	call.Err = err
+	call.Timing.Ended = time.Now()
+	c.stats.Failed.Add(1)
+	close(call.done)
+	return call
+}
+
+// finish ends request id exactly once; later outcomes are counted as
+// duplicates and ignored.
+func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
+	c.mu.Lock()
+	call := c.pending[id]
+	if call == nil {
+		c.mu.Unlock()
+		c.stats.Duplicates.Add(1)
+		return
+	}
+	delete(c.pending, id)
+	c.mu.Unlock()
+	c.store.Release(id)
+	if call.timer != nil {
+		call.timer.Stop()
+	}
+	if call.stop != nil {
+		call.stop()
+	}
+	call.Output, call.Err = out, err
+	call.Timing.Started, call.Timing.Finished, call.Timing.BatchSize = t.Started, t.Finished, t.BatchSize
+	call.Timing.Ended = time.Now()
+	switch {
+	case err == nil:
+		c.stats.Answered.Add(1)
+	case isDrop(err):
+		c.stats.Dropped.Add(1)
+	default:
+		c.stats.Failed.Add(1)
+	}
+	close(call.done)
+}
+
+func isDrop(err error) bool { _, ok := IsDrop(err); return ok }
+
+// Close ends every pending request with ErrClosed and stops the client.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	ids := make([]uint64, 0, len(c.pending))
+	for id := range c.pending {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.finish(id, nil, ErrClosed, Timing{})
+	}
+	c.stopLoop()
+	<-c.loopDone
+	return c.data.Close()
+}
+
+// acceptPuller accepts a backend's data connection.
+func (c *Client) acceptPuller(conn transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+	if h.Role != wire.RolePuller {
+		return nil, nil, fmt.Errorf("a frontend's data address takes pullers, not %v", h.Role)
+	}
+	c.log.Debug().Str("backend", h.Name).Msg("backend connected for data")
+	return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: c.onDataMessage}, nil
+}
+
+func (c *Client) onDataMessage(conn transport.Conn, m wire.Message) {
+	switch m := m.(type) {
+	case *wire.Read:
+		c.serveRead(conn, m)
+	case *wire.Results:
+		for i := range m.Results {
+			r := &m.Results[i]
+			t := Timing{Started: time.Unix(0, r.StartedAt), Finished: time.Unix(0, r.FinishedAt), BatchSize: int(r.BatchSize)}
+			if r.Code != 0 {
+				c.finish(r.ID, nil, c.endError(r.ID, r.Code, r.Detail, conn.RemoteAddr()), t)
+				continue
+			}
+			c.finish(r.ID, r.Output, nil, t)
+		}
+	default:
+		c.log.Warn().Stringer("kind", m.Kind()).Msg("unexpected message on the data connection")
+	}
+}
+
+// serveRead answers a backend's read of inputs. Inputs still being
+// preprocessed are waited for, off the connection's goroutine.
+func (c *Client) serveRead(conn transport.Conn, rd *wire.Read) {
+	var waits []chan struct{}
+	for _, op := range rd.Ops {
+		if in, err := c.store.lookup(op); err == nil && in.ready != nil {
+			waits = append(waits, in.ready)
+		}
+	}
+	reply := func() {
+		rep := &wire.ReadReply{Seq: rd.Seq, Data: make([][]byte, len(rd.Ops))}
+		for i, op := range rd.Ops {
+			b, err := c.store.copyOut(op)
+			if err != nil {
+				rep.Missing = append(rep.Missing, uint32(i))
+				continue
+			}
+			rep.Data[i] = b
+		}
+		if err := conn.Send(rep); err != nil {
+			c.log.Debug().Err(err).Msg("read reply not sent")
+		}
+	}
+	if len(waits) == 0 {
+		reply()
+		return
+	}
+	go func() {
+		for _, w := range waits {
+			<-w
+		}
+		reply()
+	}()
+}
+
+// Async runs fn on its own goroutine and returns a Call that ends with its
+// result. It lets other ways of reaching a cluster, such as an HTTP client
+// of the KServe v2 gateway, hand out the same Call as Go does, so that load
+// generators and reports need not care which one they drive. The Call's
+// Timing has Submitted and Ended only.
+func Async(model string, fn func() ([]byte, error)) *Call {
+	call := &Call{Model: model, done: make(chan struct{}), Timing: Timing{Submitted: time.Now()}}
+	go func() {
+		call.Output, call.Err = fn()
+		call.Timing.Ended = time.Now()
+		close(call.done)
+	}()
+	return call
+}

@@ -1,0 +1,75 @@
+package frontend
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors an Infer call can end with. Every request ends exactly once:
+// with its output, or with one of these. Test them with errors.Is and
+// errors.As; the gateway maps them to HTTP status codes.
+var (
+	// ErrNotConnected: the frontend has no live connection to the
+	// scheduler, so the request was never queued.
+	ErrNotConnected = errors.New("frontend: not connected to the scheduler")
+	// ErrUnknownModel: the scheduler serves no model of that name.
+	ErrUnknownModel = errors.New("frontend: unknown model")
+	// ErrClosed: the client was closed before the request ended.
+	ErrClosed = errors.New("frontend: client closed")
+	// ErrBadDeadline: the request asked for a deadline that has already
+	// passed, or a longer one than the model's SLO allows.
+	ErrBadDeadline = errors.New("frontend: bad deadline")
+)
+
+// DropReason says why the scheduler (or the frontend on its behalf) ended a
+// request without running it.
+type DropReason string
+
+const (
+	// DropDeadline: no GPU could run the request early enough to meet
+	// its deadline.
+	DropDeadline DropReason = "deadline"
+	// DropOverload: the request was shed under overload so that the
+	// batch behind it could keep its size.
+	DropOverload DropReason = "overload"
+	// DropShutdown: the scheduler stopped while the request was queued.
+	DropShutdown DropReason = "shutdown"
+	// DropCanceled: the caller's context was canceled while the request
+	// was queued.
+	DropCanceled DropReason = "canceled"
+)
+
+// DropError is a request that ended without running, and why.
+type DropError struct {
+	Model  string
+	Reason DropReason
+}
+
+func (e *DropError) Error() string {
+	return fmt.Sprintf("frontend: request for %q dropped: %s", e.Model, e.Reason)
+}
+
+// IsDrop reports whether err is a drop, and if so its reason.
+func IsDrop(err error) (DropReason, bool) {
+	var d *DropError
+	if errors.As(err, &d) {
+		return d.Reason, true
+	}
+	return "", false
+}
+
+// BackendError is a request that was sent to a GPU but did not come back
+// with a result: its inputs could not be pulled in time, the executor
+// failed, or the backend was lost mid-batch.
+type BackendError struct {
+	Model   string
+	Backend string
+	Cause   string
+}
+
+func (e *BackendError) Error() string {
+	if e.Backend == "" {
+		return fmt.Sprintf("frontend: request for %q failed on its backend: %s", e.Model, e.Cause)
+	}
+	return fmt.Sprintf("frontend: request for %q failed on backend %s: %s", e.Model, e.Backend, e.Cause)
+}

@@ -1,0 +1,680 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/symphony-serving/symphony/frontend"
+)
+
+// fakeInferer records what Infer received and answers with infer, or by
+// echoing the input.
+type fakeInferer struct {
+	models map[string]ModelInfo
+	ready  bool
+	infer  func(ctx context.Context, model string, input []byte) ([]byte, error)
+
+	mu     sync.Mutex
+	calls  int
+	input  []byte
+	model  string
+	dl     time.Time
+	hasDL  bool
+	called time.Time
+}
+
+func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte) ([]byte, error) {
+	f.mu.Lock()
+	f.calls++
+	f.input, f.model = append([]byte(nil), input...), model
+	f.dl, f.hasDL = ctx.Deadline()
+	f.called = time.Now()
+	f.mu.Unlock()
+	if f.infer != nil {
+		return f.infer(ctx, model, input)
+	}
+	return input, nil
+}
+
+func (f *fakeInferer) Model(name string) (ModelInfo, bool) {
+	info, ok := f.models[name]
+	return info, ok
+}
+
+func (f *fakeInferer) Ready() bool { return f.ready }
+
+func newFake() *fakeInferer {
+	return &fakeInferer{ready: true, models: map[string]ModelInfo{
+		"resnet": {Name: "resnet", SLO: 100 * time.Millisecond, Ready: true},
+		"cold":   {Name: "cold", SLO: 50 * time.Millisecond},
+	}}
+}
+
+func newGateway(t *testing.T, f *fakeInferer, mod func(*Config)) *Gateway {
+	t.Helper()
+	cfg := Default()
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := New(f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func do(g http.Handler, method, path string, body []byte, hdr map[string]string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, bytes.NewReader(body))
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	return w
+}
+
+// errorOf returns the error message of a JSON error body, failing the test
+// if the body is not one.
+func errorOf(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var e struct {
+		Error *string `json:"error"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == nil {
+		t.Fatalf("status %d body %q is not an error object (%v)", w.Code, w.Body, err)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("error Content-Type %q", ct)
+	}
+	return *e.Error
+}
+
+// binBody lays out a binary-extension body: the JSON header, then tails.
+func binBody(head string, tails ...[]byte) ([]byte, map[string]string) {
+	body := []byte(head)
+	for _, t := range tails {
+		body = append(body, t...)
+	}
+	return body, map[string]string{headerLengthHeader: strconv.Itoa(len(head))}
+}
+
+func TestConfig(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default does not validate: %v", err)
+	}
+	for _, c := range []Config{{}, {MaxBodyBytes: -1}, {MaxBodyBytes: 1, RetryAfter: -time.Second}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v validates", c)
+		}
+		if _, err := New(newFake(), c); err == nil {
+			t.Errorf("New accepts %+v", c)
+		}
+	}
+	if _, err := New(nil, Default()); err == nil {
+		t.Error("New accepts a nil Inferer")
+	}
+}
+
+func TestHealthAndMetadata(t *testing.T) {
+	f := newFake()
+	g := newGateway(t, f, nil)
+	tests := []struct {
+		name, method, path string
+		ready              bool
+		code               int
+		want               string // substring of the body
+	}{
+		{"live", "GET", "/v2/health/live", true, 200, `"live":true`},
+		{"live while disconnected", "GET", "/v2/health/live", false, 200, `"live":true`},
+		{"live HEAD", "HEAD", "/v2/health/live", true, 200, ``},
+		{"ready", "GET", "/v2/health/ready", true, 200, `"ready":true`},
+		{"not ready", "GET", "/v2/health/ready", false, 503, `"ready":false`},
+		{"server metadata", "GET", "/v2", true, 200, `"extensions":["binary_tensor_data"]`},
+		{"model ready", "GET", "/v2/models/resnet/ready", true, 200, `"ready":true`},
+		{"model not ready", "GET", "/v2/models/cold/ready", true, 503, `"ready":false`},
+		{"model ready unknown", "GET", "/v2/models/nope/ready", true, 404, `unknown model \"nope\"`},
+		{"versioned model ready", "GET", "/v2/models/resnet/versions/3/ready", true, 200, `"ready":true`},
+		{"metadata", "GET", "/v2/models/resnet", true, 200, `"platform":"symphony"`},
+		{"metadata slo", "GET", "/v2/models/resnet", true, 200, `"slo_ms":100`},
+		{"metadata inputs", "GET", "/v2/models/resnet", true, 200, `"inputs":[{"name":"input0","datatype":"UINT8","shape":[-1]}]`},
+		{"metadata outputs", "GET", "/v2/models/cold", true, 200, `"outputs":[{"name":"output0","datatype":"UINT8","shape":[-1]}]`},
+		{"versioned metadata", "GET", "/v2/models/resnet/versions/1", true, 200, `"name":"resnet"`},
+		{"metadata unknown", "GET", "/v2/models/nope", true, 404, `unknown model`},
+		{"unknown path", "GET", "/v3/models", true, 404, `no endpoint GET /v3/models`},
+		{"wrong method", "POST", "/v2/health/live", true, 405, `wants GET`},
+		{"infer by GET", "GET", "/v2/models/resnet/infer", true, 405, `wants POST`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f.ready = tc.ready
+			w := do(g, tc.method, tc.path, nil, nil)
+			if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
+				t.Fatalf("%s %s: %d %s; want %d containing %s", tc.method, tc.path, w.Code, w.Body, tc.code, tc.want)
+			}
+			if w.Code >= 400 && w.Code != 503 { // 503 is a readiness answer, not an error
+				errorOf(t, w)
+			}
+			if w.Code == 405 && w.Header().Get("Allow") == "" {
+				t.Error("405 without Allow")
+			}
+		})
+	}
+}
+
+// le builds little-endian bytes from values of fixed-size types.
+func le(vs ...any) []byte {
+	var b bytes.Buffer
+	for _, v := range vs {
+		if err := binary.Write(&b, binary.LittleEndian, v); err != nil {
+			panic(err)
+		}
+	}
+	return b.Bytes()
+}
+
+// str is a BYTES element in binary form.
+func str(s string) []byte { return append(le(uint32(len(s))), s...) }
+
+func TestInferJSONEncodesEveryDatatype(t *testing.T) {
+	tests := []struct {
+		name, inputs string
+		want         []byte
+	}{
+		{"BOOL", `{"name":"a","shape":[3],"datatype":"BOOL","data":[true,false,true]}`, []byte{1, 0, 1}},
+		{"UINT8", `{"name":"a","shape":[2],"datatype":"UINT8","data":[0,255]}`, []byte{0, 255}},
+		{"UINT16", `{"name":"a","shape":[1],"datatype":"UINT16","data":[65535]}`, le(uint16(65535))},
+		{"UINT32", `{"name":"a","shape":[1],"datatype":"UINT32","data":[4000000000]}`, le(uint32(4000000000))},
+		{"UINT64 max", `{"name":"a","shape":[1],"datatype":"UINT64","data":[18446744073709551615]}`, le(uint64(math.MaxUint64))},
+		{"INT8", `{"name":"a","shape":[2],"datatype":"INT8","data":[-128,127]}`, le(int8(-128), int8(127))},
+		{"INT16", `{"name":"a","shape":[1],"datatype":"INT16","data":[-2]}`, le(int16(-2))},
+		{"INT32", `{"name":"a","shape":[1],"datatype":"INT32","data":[-70000]}`, le(int32(-70000))},
+		{"INT64 exact", `{"name":"a","shape":[1],"datatype":"INT64","data":[9007199254740993]}`, le(int64(9007199254740993))},
+		{"FP32", `{"name":"a","shape":[2],"datatype":"FP32","data":[1.5,-2e3]}`, le(float32(1.5), float32(-2000))},
+		{"FP64", `{"name":"a","shape":[1],"datatype":"FP64","data":[0.1]}`, le(0.1)},
+		{"BYTES", `{"name":"a","shape":[2],"datatype":"BYTES","data":["hi",""]}`, append(str("hi"), str("")...)},
+		{"nested", `{"name":"a","shape":[2,2],"datatype":"UINT8","data":[[1,2],[3,4]]}`, []byte{1, 2, 3, 4}},
+		{"scalar", `{"name":"a","shape":[],"datatype":"INT16","data":7}`, le(int16(7))},
+		{"empty", `{"name":"a","shape":[0,5],"datatype":"FP32","data":[]}`, []byte{}},
+		{"two inputs in order", `{"name":"a","shape":[1],"datatype":"UINT8","data":[9]},{"name":"b","shape":[1],"datatype":"INT16","data":[1]}`, []byte{9, 1, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/infer", []byte(`{"id":"r1","inputs":[`+tc.inputs+`]}`), nil)
+			if w.Code != 200 {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if !bytes.Equal(f.input, tc.want) || f.model != "resnet" {
+				t.Fatalf("Infer got %q %v, want %v", f.model, f.input, tc.want)
+			}
+			var resp struct {
+				ModelName string `json:"model_name"`
+				ID        string `json:"id"`
+				Outputs   []struct {
+					Name, Datatype string
+					Shape          []int
+					Data           []int
+				} `json:"outputs"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+				t.Fatalf("response %s: %v", w.Body, err)
+			}
+			if resp.ModelName != "resnet" || resp.ID != "r1" || len(resp.Outputs) != 1 {
+				t.Fatalf("response %s", w.Body)
+			}
+			o := resp.Outputs[0]
+			if o.Name != "output0" || o.Datatype != "UINT8" || len(o.Shape) != 1 || o.Shape[0] != len(tc.want) {
+				t.Fatalf("output %+v", o)
+			}
+			got := make([]byte, 0, len(tc.want))
+			for _, n := range o.Data {
+				got = append(got, byte(n))
+			}
+			if !bytes.Equal(got, tc.want) {
+				t.Fatalf("response data %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// splitBinary checks a binary-extension response and returns its JSON
+// header and its binary tail.
+func splitBinary(t *testing.T, w *httptest.ResponseRecorder) (head map[string]any, tail []byte) {
+	t.Helper()
+	n, err := strconv.Atoi(w.Header().Get(headerLengthHeader))
+	if err != nil || n > w.Body.Len() {
+		t.Fatalf("bad %s %q for a %d-byte body", headerLengthHeader, w.Header().Get(headerLengthHeader), w.Body.Len())
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/octet-stream" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	b := w.Body.Bytes()
+	if err := json.Unmarshal(b[:n], &head); err != nil {
+		t.Fatalf("header %q: %v", b[:n], err)
+	}
+	return head, b[n:]
+}
+
+func TestInferBinary(t *testing.T) {
+	img := le(float32(1), float32(2), float32(3), float32(4))
+	tests := []struct {
+		name       string
+		head       string
+		tails      [][]byte
+		want       []byte
+		binaryOut  bool
+		outputName string
+	}{
+		{"binary in, JSON out",
+			`{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`,
+			[][]byte{img}, img, false, "output0"},
+		{"binary in and out by output parameter",
+			`{"inputs":[{"name":"x","shape":[4],"datatype":"FP32","parameters":{"binary_data_size":16}}],"outputs":[{"name":"probs","parameters":{"binary_data":true}}]}`,
+			[][]byte{img}, img, true, "probs"},
+		{"binary out by request parameter",
+			`{"parameters":{"binary_data_output":true},"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[7]}]}`,
+			nil, []byte{7}, true, "output0"},
+		{"mixed binary and JSON inputs keep request order",
+			`{"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[5]},{"name":"b","shape":[2],"datatype":"INT16","parameters":{"binary_data_size":4}},{"name":"c","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":7}}]}`,
+			[][]byte{le(int16(1), int16(-1)), str("abc")}, append(append([]byte{5}, le(int16(1), int16(-1))...), str("abc")...), false, "output0"},
+		{"binary FP16 and BOOL",
+			`{"inputs":[{"name":"h","shape":[2],"datatype":"FP16","parameters":{"binary_data_size":4}},{"name":"b","shape":[2],"datatype":"BOOL","parameters":{"binary_data_size":2}}]}`,
+			[][]byte{{0, 0x3c, 0, 0xc0}, {1, 0}}, []byte{0, 0x3c, 0, 0xc0, 1, 0}, false, "output0"},
+		{"empty binary tensor",
+			`{"inputs":[{"name":"e","shape":[0],"datatype":"INT64","parameters":{"binary_data_size":0}}],"outputs":[{"name":"o","parameters":{"binary_data":true}}]}`,
+			nil, []byte{}, true, "o"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			body, hdr := binBody(tc.head, tc.tails...)
+			if strings.Contains(tc.name, "request parameter") {
+				hdr = nil // a JSON-only request may still ask for binary output
+			}
+			w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/versions/2/infer", body, hdr)
+			if w.Code != 200 {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if !bytes.Equal(f.input, tc.want) {
+				t.Fatalf("Infer got %v, want %v", f.input, tc.want)
+			}
+			if !tc.binaryOut {
+				if w.Header().Get(headerLengthHeader) != "" || !strings.Contains(w.Body.String(), `"model_version":"2"`) {
+					t.Fatalf("JSON response %s with headers %v", w.Body, w.Header())
+				}
+				return
+			}
+			head, tail := splitBinary(t, w)
+			if !bytes.Equal(tail, tc.want) {
+				t.Fatalf("binary output %v, want %v", tail, tc.want)
+			}
+			out := head["outputs"].([]any)[0].(map[string]any)
+			size := out["parameters"].(map[string]any)["binary_data_size"].(float64)
+			if out["name"] != tc.outputName || int(size) != len(tc.want) || out["data"] != nil || head["model_version"] != "2" {
+				t.Fatalf("binary header %v", head)
+			}
+			if cl := w.Header().Get("Content-Length"); cl != strconv.Itoa(w.Body.Len()) {
+				t.Errorf("Content-Length %s for %d bytes", cl, w.Body.Len())
+			}
+		})
+	}
+}
+
+func TestInferBadRequests(t *testing.T) {
+	one := func(in string) string { return `{"inputs":[` + in + `]}` }
+	tests := []struct {
+		name string
+		body []byte
+		hdr  map[string]string
+		want string // substring of the error message
+	}{
+		{"empty body", nil, nil, "malformed inference request JSON"},
+		{"truncated JSON", []byte(`{"inputs":[{"name":"a","shape":[1],`), nil, "malformed"},
+		{"trailing garbage", []byte(`{"inputs":[]} x`), nil, "malformed"},
+		{"not an object", []byte(`[1,2]`), nil, "malformed"},
+		{"id not a string", []byte(`{"id":5,"inputs":[]}`), nil, "malformed"},
+		{"no inputs", []byte(`{"inputs":[]}`), nil, "no inputs"},
+		{"no name", []byte(one(`{"shape":[1],"datatype":"UINT8","data":[1]}`)), nil, "input 0 has no name"},
+		{"duplicate name", []byte(`{"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]},{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, `input "a" appears twice`},
+		{"unknown datatype", []byte(one(`{"name":"a","shape":[1],"datatype":"FP8","data":[1]}`)), nil, `unknown datatype "FP8"`},
+		{"missing shape", []byte(one(`{"name":"a","datatype":"UINT8","data":[1]}`)), nil, "missing shape"},
+		{"negative dimension", []byte(one(`{"name":"a","shape":[-1],"datatype":"UINT8","data":[1]}`)), nil, "negative dimension"},
+		{"overflowing shape", []byte(one(`{"name":"a","shape":[4611686018427387904,4611686018427387904],"datatype":"UINT8","data":[1]}`)), nil, "more elements than"},
+		{"shape wants more", []byte(one(`{"name":"a","shape":[2,2],"datatype":"UINT8","data":[1,2,3]}`)), nil, "shape needs 4 elements, data has 3"},
+		{"shape wants fewer", []byte(one(`{"name":"a","shape":[2],"datatype":"UINT8","data":[1,2,3]}`)), nil, "more than the 2 elements"},
+		{"no data", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8"}`)), nil, "neither data nor binary_data_size"},
+		{"null data", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":null}`)), nil, "neither data"},
+		{"object in data", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":[{"x":1}]}`)), nil, "object"},
+		{"UINT8 out of range", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":[256]}`)), nil, "256 is not a valid UINT8"},
+		{"negative unsigned", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT32","data":[-1]}`)), nil, "not a valid UINT32"},
+		{"fraction as INT32", []byte(one(`{"name":"a","shape":[1],"datatype":"INT32","data":[1.5]}`)), nil, "1.5 is not a valid INT32"},
+		{"FP32 overflow", []byte(one(`{"name":"a","shape":[1],"datatype":"FP32","data":[1e39]}`)), nil, "not a valid FP32"},
+		{"string as FP32", []byte(one(`{"name":"a","shape":[1],"datatype":"FP32","data":["1"]}`)), nil, "is not a number"},
+		{"number as BOOL", []byte(one(`{"name":"a","shape":[1],"datatype":"BOOL","data":[1]}`)), nil, "not a BOOL"},
+		{"number as BYTES", []byte(one(`{"name":"a","shape":[1],"datatype":"BYTES","data":[1]}`)), nil, "not a BYTES element"},
+		{"FP16 as JSON", []byte(one(`{"name":"a","shape":[1],"datatype":"FP16","data":[1]}`)), nil, "FP16 has no JSON form"},
+		{"two outputs", []byte(`{"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}],"outputs":[{"name":"x"},{"name":"y"}]}`), nil, "2 outputs requested"},
+		{"zero timeout_ms", []byte(`{"parameters":{"timeout_ms":0},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "timeout_ms"},
+		{"huge timeout_ms", []byte(`{"parameters":{"timeout_ms":1e300},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "timeout_ms"},
+		{"string timeout_ms", []byte(`{"parameters":{"timeout_ms":"5"},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "malformed"},
+		{"bad timeout header", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}`)), map[string]string{TimeoutHeader: "soon"}, TimeoutHeader},
+		{"negative timeout header", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}`)), map[string]string{TimeoutHeader: "-1s"}, TimeoutHeader},
+		{"header length not a number", []byte(`{}`), map[string]string{headerLengthHeader: "ten"}, "is not a byte count"},
+		{"negative header length", []byte(`{}`), map[string]string{headerLengthHeader: "-5"}, "is negative"},
+		{"header length past the body", []byte(`{"inputs":[]}`), map[string]string{headerLengthHeader: "14"}, "longer than the 13-byte body"},
+		{"huge header length", []byte(`{}`), map[string]string{headerLengthHeader: "99999999999999999999"}, "is not a byte count"},
+		{"header length cuts the JSON", []byte(`{"inputs":[]}`), map[string]string{headerLengthHeader: "5"}, "malformed"},
+	}
+	bin := func(in string, tails ...[]byte) ([]byte, map[string]string) { return binBody(one(in), tails...) }
+	for _, c := range []struct {
+		name, in string
+		tails    [][]byte
+		want     string
+	}{
+		{"negative binary size", `{"name":"a","shape":[1],"datatype":"UINT8","parameters":{"binary_data_size":-1}}`, nil, "binary_data_size -1 is negative"},
+		{"binary size past the body", `{"name":"a","shape":[4],"datatype":"UINT8","parameters":{"binary_data_size":4}}`, [][]byte{{1, 2}}, "runs past the body (2 bytes left)"},
+		{"unused trailing bytes", `{"name":"a","shape":[1],"datatype":"UINT8","parameters":{"binary_data_size":1}}`, [][]byte{{1, 2, 3}}, "2 bytes after the JSON header belong to no input"},
+		{"binary size against shape", `{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":4}}`, [][]byte{{1, 2, 3, 4}}, "2 elements of FP32 need 8 bytes"},
+		{"data and binary", `{"name":"a","shape":[1],"datatype":"UINT8","data":[1],"parameters":{"binary_data_size":1}}`, [][]byte{{1}}, "both data and binary_data_size"},
+		{"BYTES truncated prefix", `{"name":"a","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":3}}`, [][]byte{{1, 0, 0}}, "truncated length prefix"},
+		{"BYTES length past tensor", `{"name":"a","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":5}}`, [][]byte{{9, 0, 0, 0, 'x'}}, "runs past the tensor"},
+		{"BYTES count", `{"name":"a","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":5}}`, [][]byte{str("x")}, "binary data has 1"},
+		{"BOOL not 0 or 1", `{"name":"a","shape":[2],"datatype":"BOOL","parameters":{"binary_data_size":2}}`, [][]byte{{1, 2}}, "BOOL element 1 is 2"},
+		{"binary size string", `{"name":"a","shape":[1],"datatype":"UINT8","parameters":{"binary_data_size":"1"}}`, [][]byte{{1}}, "malformed"},
+		{"stray binary bytes for JSON inputs", `{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}`, [][]byte{{7}}, "1 bytes after the JSON header"},
+	} {
+		body, hdr := bin(c.in, c.tails...)
+		tests = append(tests, struct {
+			name string
+			body []byte
+			hdr  map[string]string
+			want string
+		}{c.name, body, hdr, c.want})
+	}
+	tests = append(tests, struct {
+		name string
+		body []byte
+		hdr  map[string]string
+		want string
+	}{"binary size without the header", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","parameters":{"binary_data_size":1}}`)), nil, "has no Inference-Header-Content-Length header"})
+
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/infer", tc.body, tc.hdr)
+			if w.Code != http.StatusBadRequest {
+				t.Fatalf("status %d (%s), want 400", w.Code, w.Body)
+			}
+			if msg := errorOf(t, w); !strings.Contains(msg, tc.want) {
+				t.Fatalf("error %q does not mention %q", msg, tc.want)
+			}
+			if f.calls != 0 {
+				t.Fatal("Infer called for a bad request")
+			}
+		})
+	}
+}
+
+func TestInferBodyTooLarge(t *testing.T) {
+	f := newFake()
+	g := newGateway(t, f, func(c *Config) { c.MaxBodyBytes = 64 })
+	big := []byte(`{"inputs":[{"name":"a","shape":[40],"datatype":"UINT8","data":[` + strings.Repeat("1,", 39) + `1]}]}`)
+	for _, known := range []bool{true, false} {
+		var body io.Reader = bytes.NewReader(big)
+		if !known {
+			body = io.MultiReader(body) // hides the length: the reader must stop it
+		}
+		r := httptest.NewRequest("POST", "/v2/models/resnet/infer", body)
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(errorOf(t, w), "larger than 64 bytes") {
+			t.Fatalf("length known %v: %d %s", known, w.Code, w.Body)
+		}
+	}
+	if f.calls != 0 {
+		t.Fatal("Infer called for an oversized body")
+	}
+}
+
+// reqBody is a valid one-input JSON request.
+var reqBody = []byte(`{"id":"q","inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`)
+
+func TestInferErrorMapping(t *testing.T) {
+	waitCtx := func(err error) func(context.Context, string, []byte) ([]byte, error) {
+		return func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+			<-ctx.Done()
+			return nil, err
+		}
+	}
+	fail := func(err error) func(context.Context, string, []byte) ([]byte, error) {
+		return func(context.Context, string, []byte) ([]byte, error) { return nil, err }
+	}
+	drop := func(r frontend.DropReason) error { return &frontend.DropError{Model: "resnet", Reason: r} }
+	tests := []struct {
+		name    string
+		infer   func(context.Context, string, []byte) ([]byte, error)
+		hdr     map[string]string
+		code    int
+		retry   string
+		message string // substring of the error; "" expects an empty body
+	}{
+		{"unknown model", fail(frontend.ErrUnknownModel), nil, 404, "", "unknown model"},
+		{"wrapped unknown model", fail(fmt.Errorf("lookup: %w", frontend.ErrUnknownModel)), nil, 404, "", "unknown model"},
+		{"not connected", fail(frontend.ErrNotConnected), nil, 503, "1", "not connected"},
+		{"closed", fail(frontend.ErrClosed), nil, 503, "", "client closed"},
+		{"bad deadline", fail(frontend.ErrBadDeadline), nil, 400, "", "bad deadline"},
+		{"backend", fail(&frontend.BackendError{Model: "resnet", Backend: "gpu3", Cause: "executor failed"}), nil, 502, "", "executor failed"},
+		{"deadline drop", fail(drop(frontend.DropDeadline)), nil, 503, "1", "dropped: deadline"},
+		{"overload drop", fail(drop(frontend.DropOverload)), nil, 503, "1", "dropped: overload"},
+		{"shutdown drop", fail(drop(frontend.DropShutdown)), nil, 503, "1", "dropped: shutdown"},
+		{"unknown drop reason", fail(drop("eaten")), nil, 503, "", "eaten"},
+		{"canceled by own timeout", waitCtx(drop(frontend.DropCanceled)), map[string]string{TimeoutHeader: "1ms"}, 408, "", "timed out after 1ms"},
+		{"context error on own timeout", waitCtx(context.DeadlineExceeded), map[string]string{TimeoutHeader: "1ms"}, 408, "", "timed out"},
+		{"canceled with context alive", fail(drop(frontend.DropCanceled)), nil, 503, "", "canceled"},
+		{"anything else", fail(errors.New("secret internals")), nil, 500, "", "internal error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.infer = tc.infer
+			w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/infer", reqBody, tc.hdr)
+			if w.Code != tc.code {
+				t.Fatalf("status %d (%s), want %d", w.Code, w.Body, tc.code)
+			}
+			if got := w.Header().Get("Retry-After"); got != tc.retry {
+				t.Errorf("Retry-After %q, want %q", got, tc.retry)
+			}
+			if msg := errorOf(t, w); !strings.Contains(msg, tc.message) || strings.Contains(msg, "secret") {
+				t.Errorf("error %q, want it to mention %q", msg, tc.message)
+			}
+		})
+	}
+}
+
+func TestRetryAfterRoundsUpAndCanBeOff(t *testing.T) {
+	for _, c := range []struct {
+		after time.Duration
+		want  string
+	}{{1500 * time.Millisecond, "2"}, {0, ""}} {
+		f := newFake()
+		f.infer = func(context.Context, string, []byte) ([]byte, error) {
+			return nil, &frontend.DropError{Reason: frontend.DropOverload}
+		}
+		w := do(newGateway(t, f, func(cfg *Config) { cfg.RetryAfter = c.after }), "POST", "/v2/models/resnet/infer", reqBody, nil)
+		if got := w.Header().Get("Retry-After"); w.Code != 503 || got != c.want {
+			t.Errorf("RetryAfter %v: %d Retry-After %q, want %q", c.after, w.Code, got, c.want)
+		}
+	}
+}
+
+// TestCallerGoneWritesNothing: a request whose caller left ends without a
+// response, whether the client reports a canceled drop or a context error.
+func TestCallerGoneWritesNothing(t *testing.T) {
+	for _, err := range []error{&frontend.DropError{Reason: frontend.DropCanceled}, context.Canceled} {
+		f := newFake()
+		f.infer = func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+			<-ctx.Done()
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := httptest.NewRequest("POST", "/v2/models/resnet/infer", bytes.NewReader(reqBody)).WithContext(ctx)
+		w := httptest.NewRecorder()
+		newGateway(t, f, nil).ServeHTTP(w, r)
+		if w.Body.Len() != 0 || w.Header().Get("Content-Type") != "" {
+			t.Fatalf("%v: wrote %d %q", err, w.Code, w.Body)
+		}
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		hdr     string
+		want    time.Duration // 0: no deadline
+		version string
+	}{
+		{"none", `{"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "", 0, ""},
+		{"header", `{"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "20ms", 20 * time.Millisecond, ""},
+		{"parameter", `{"parameters":{"timeout_ms":30},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "", 30 * time.Millisecond, ""},
+		{"fractional parameter", `{"parameters":{"timeout_ms":0.5},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "", 500 * time.Microsecond, ""},
+		{"shorter header wins", `{"parameters":{"timeout_ms":3000},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "40ms", 40 * time.Millisecond, ""},
+		{"shorter parameter wins", `{"parameters":{"timeout_ms":25},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "1h", 25 * time.Millisecond, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			hdr := map[string]string{}
+			if tc.hdr != "" {
+				hdr[TimeoutHeader] = tc.hdr
+			}
+			start := time.Now()
+			w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/infer", []byte(tc.body), hdr)
+			if w.Code != 200 {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if tc.want == 0 {
+				if f.hasDL {
+					t.Fatalf("deadline %v set without a timeout", f.dl)
+				}
+				return
+			}
+			// The deadline is set between start and the call.
+			if !f.hasDL || f.dl.Before(start.Add(tc.want)) || f.dl.After(f.called.Add(tc.want)) {
+				t.Fatalf("deadline %v, want %v after a moment in [%v, %v]", f.dl, tc.want, start, f.called)
+			}
+		})
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestLogging(t *testing.T) {
+	var debug, info syncBuffer
+	f := newFake()
+	gd := newGateway(t, f, func(c *Config) { c.Log = zerolog.New(&debug).Level(zerolog.DebugLevel) })
+	gi := newGateway(t, f, func(c *Config) { c.Log = zerolog.New(&info).Level(zerolog.InfoLevel) })
+	for _, g := range []*Gateway{gd, gi} {
+		do(g, "POST", "/v2/models/resnet/infer", reqBody, nil)
+		do(g, "POST", "/v2/models/resnet/infer", []byte(`{`), nil)
+	}
+	for _, want := range []string{`"model":"resnet"`, `"id":"q"`, `"status":200`, `"bytes_in":1`, `"status":400`, `"bad_request":"malformed`} {
+		if !strings.Contains(debug.String(), want) {
+			t.Errorf("debug log lacks %s:\n%s", want, debug.String())
+		}
+	}
+	if info.String() != "" {
+		t.Errorf("info-level gateway logged per-request lines:\n%s", info.String())
+	}
+	f.infer = func(context.Context, string, []byte) ([]byte, error) { return nil, errors.New("boom") }
+	do(gi, "POST", "/v2/models/resnet/infer", reqBody, nil)
+	if s := info.String(); !strings.Contains(s, `"level":"error"`) || !strings.Contains(s, "boom") {
+		t.Errorf("a 500 is not logged as an error with its cause:\n%s", s)
+	}
+}
+
+// lineSink hands each log line to a channel, so that a test can wait for a
+// request to end on a server's goroutine.
+type lineSink chan string
+
+func (l lineSink) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
+
+// TestOverHTTP runs the gateway behind a real server: a request round
+// trips, and a client that disconnects cancels its request.
+func TestOverHTTP(t *testing.T) {
+	f := newFake()
+	started := make(chan struct{})
+	f.infer = func(ctx context.Context, _ string, in []byte) ([]byte, error) {
+		if in[0] == 1 {
+			return []byte{42}, nil
+		}
+		close(started)
+		<-ctx.Done()
+		return nil, &frontend.DropError{Model: "resnet", Reason: frontend.DropCanceled}
+	}
+	logs := make(lineSink, 4)
+	srv := httptest.NewServer(newGateway(t, f, func(c *Config) { c.Log = zerolog.New(logs).Level(zerolog.DebugLevel) }))
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/v2/models/resnet/infer", "application/json", bytes.NewReader(reqBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"data":[42]`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	<-logs
+
+	ctx, cancel := context.WithCancel(context.Background())
+	hang := bytes.Replace(reqBody, []byte(`"data":[1]`), []byte(`"data":[2]`), 1)
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v2/models/resnet/infer", bytes.NewReader(hang))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("canceled request got a response")
+	}
+	if line := <-logs; !strings.Contains(line, `"status":499`) {
+		t.Fatalf("disconnect logged as %s", line)
+	}
+}

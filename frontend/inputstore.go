@@ -1,0 +1,222 @@
+package frontend
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// ErrStoreFull: the input store holds as many bytes as it may; the request
+// is shed rather than queued.
+var ErrStoreFull = errors.New("frontend: input store full")
+
+// InputStore holds the inputs of queued requests in registered regions, so
+// that backends can pull them with one-sided reads (region, offset, length)
+// without the scheduler ever touching them. Inputs are carved out of
+// fixed-size regions by a bump allocator; a region is reused once every
+// input in it is released. Regions are long-lived, which is what an RDMA
+// memory registration needs; an input larger than a region gets a region of
+// its own, freed with it.
+//
+// Each input carries its request's key: a read whose key does not match
+// what lives at that place (the request ended and the space was reused)
+// fails rather than return another request's bytes.
+type InputStore struct {
+	regionSize int
+	maxBytes   int64
+
+	mu      sync.Mutex
+	regions []*region
+	free    []*region // empty, reusable regions
+	cur     *region
+	live    map[uint64]*input
+	bytes   int64 // bytes of all regions
+}
+
+type region struct {
+	id      uint32
+	buf     []byte
+	used    int
+	live    int
+	retired bool // no more allocations from it
+	single  bool // holds one oversized input
+}
+
+type input struct {
+	ref   wire.InputRef
+	ready chan struct{} // closed when the bytes are in place; nil if they always were
+	err   error         // set before ready closes, if preprocessing failed
+	done  bool          // ready was called
+	// released: the request ended while preprocessing still writes into
+	// its bytes; the space is given back when it is done.
+	released bool
+}
+
+// NewInputStore returns a store of regions of regionSize bytes, holding at
+// most maxBytes in all.
+func NewInputStore(regionSize int, maxBytes int64) *InputStore {
+	return &InputStore{regionSize: regionSize, maxBytes: maxBytes, live: make(map[uint64]*input)}
+}
+
+// Alloc reserves n bytes for the request key and returns where they live
+// and the buffer to fill. If pending, reads wait until the returned ready
+// function is called (with the preprocessing error, if any); it must be
+// called exactly once, even after the input was released.
+func (s *InputStore) Alloc(key uint64, n int, pending bool) (ref wire.InputRef, buf []byte, ready func(error), err error) {
+	if n > wire.MaxInputSize {
+		return wire.InputRef{}, nil, nil, fmt.Errorf("frontend: input of %d bytes over the %d limit", n, wire.MaxInputSize)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.live[key]; dup {
+		return wire.InputRef{}, nil, nil, fmt.Errorf("frontend: input key %d in use", key)
+	}
+	r, err := s.regionFor(n)
+	if err != nil {
+		return wire.InputRef{}, nil, nil, err
+	}
+	ref = wire.InputRef{Region: r.id, Offset: uint64(r.used), Length: uint32(n), Key: key}
+	buf = r.buf[r.used : r.used+n : r.used+n]
+	r.used += n
+	r.live++
+	in := &input{ref: ref}
+	if pending {
+		in.ready = make(chan struct{})
+		ready = func(err error) {
+			s.mu.Lock()
+			in.err, in.done = err, true
+			if in.released {
+				s.unref(s.regions[in.ref.Region])
+			}
+			s.mu.Unlock()
+			close(in.ready)
+		}
+	}
+	s.live[key] = in
+	return ref, buf, ready, nil
+}
+
+func (s *InputStore) regionFor(n int) (*region, error) {
+	if n > s.regionSize {
+		r, err := s.newRegion(n)
+		if err != nil {
+			return nil, err
+		}
+		r.single, r.retired = true, true
+		return r, nil
+	}
+	if s.cur != nil && s.cur.used+n <= len(s.cur.buf) {
+		return s.cur, nil
+	}
+	if s.cur != nil {
+		s.retire(s.cur)
+	}
+	if k := len(s.free); k > 0 {
+		s.cur = s.free[k-1]
+		s.free = s.free[:k-1]
+		return s.cur, nil
+	}
+	r, err := s.newRegion(s.regionSize)
+	if err != nil {
+		return nil, err
+	}
+	s.cur = r
+	return r, nil
+}
+
+func (s *InputStore) newRegion(size int) (*region, error) {
+	if s.bytes+int64(size) > s.maxBytes {
+		return nil, ErrStoreFull
+	}
+	s.bytes += int64(size)
+	// Reuse a slot of a freed oversized region so region IDs stay small.
+	for i, r := range s.regions {
+		if r == nil {
+			nr := &region{id: uint32(i), buf: make([]byte, size)}
+			s.regions[i] = nr
+			return nr, nil
+		}
+	}
+	r := &region{id: uint32(len(s.regions)), buf: make([]byte, size)}
+	s.regions = append(s.regions, r)
+	return r, nil
+}
+
+// retire stops allocations from r; it becomes reusable once empty.
+func (s *InputStore) retire(r *region) {
+	r.retired = true
+	if r.live == 0 {
+		s.recycle(r)
+	}
+}
+
+func (s *InputStore) recycle(r *region) {
+	if r.single {
+		s.regions[r.id] = nil
+		s.bytes -= int64(len(r.buf))
+		return
+	}
+	r.used, r.retired = 0, false
+	s.free = append(s.free, r)
+}
+
+// Release frees a request's input. Reads of it fail from now on.
+func (s *InputStore) Release(key uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.live[key]
+	if in == nil {
+		return
+	}
+	delete(s.live, key)
+	if in.ready != nil && !in.done {
+		in.released = true // preprocessing still writes there
+		return
+	}
+	s.unref(s.regions[in.ref.Region])
+}
+
+// unref drops one live input from r, recycling r once it is empty.
+func (s *InputStore) unref(r *region) {
+	r.live--
+	if r.live == 0 && r.retired {
+		s.recycle(r)
+	} else if r.live == 0 && r == s.cur {
+		r.used = 0 // nothing live in the current region: start it over
+	}
+}
+
+// errMissing: the read names no live input.
+var errMissing = errors.New("input not in the store")
+
+// lookup returns the live input a read names, or errMissing.
+func (s *InputStore) lookup(ref wire.InputRef) (*input, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.live[ref.Key]
+	if in == nil || in.ref != ref {
+		return nil, errMissing
+	}
+	return in, nil
+}
+
+// copyOut copies a live input's bytes into dst (appending), if it is still
+// live and ready.
+func (s *InputStore) copyOut(ref wire.InputRef) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.live[ref.Key]
+	if in == nil || in.ref != ref {
+		return nil, errMissing
+	}
+	if in.err != nil {
+		return nil, in.err
+	}
+	r := s.regions[ref.Region]
+	end := ref.Offset + uint64(ref.Length)
+	out := make([]byte, ref.Length)
+	copy(out, r.buf[ref.Offset:end])
+	return out, nil
+}

@@ -1,0 +1,599 @@
+// Package service is the scheduler as a network service (`symphony
+// scheduler`): frontends and backends connect to it, frontends send task
+// descriptors (never inputs), and it sends batch plans to backends and drop
+// notices to frontends (Symphony paper §4.1, Figure 2). The scheduling
+// itself is the real-time shell scheduler/rt around the same cores the
+// simulator runs.
+//
+// GPUs come and go with their backends: a backend's GPUs are brought online
+// when it says its models are loaded, and taken offline when its connection
+// ends; every request of a plan it had not finished ends with a
+// backend-lost error, so no request is lost.
+package service
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/rt"
+	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// Model is one served model.
+type Model struct {
+	Name    string
+	Profile profile.Profile
+	SLO     time.Duration
+}
+
+// Config configures the scheduler service.
+type Config struct {
+	// Addr is the address to listen on.
+	Addr    string
+	Network transport.Network
+	Models  []Model
+	Policy  scheduler.Policy
+	// Schedulable and Drop tune the symphony policy; zero values take the
+	// defaults.
+	Schedulable scheduler.Schedulable
+	Drop        scheduler.DropPolicy
+	// Delays are the network delays the scheduler budgets for.
+	Delays scheduler.Delays
+	// MaxGPUs is the most GPUs the cluster may have at once.
+	MaxGPUs int
+	// WakeupSlack is rt.Config.WakeupSlack.
+	WakeupSlack time.Duration
+	Log         zerolog.Logger
+}
+
+// Default returns a configuration with the defaults filled in; Addr,
+// Network and Models remain to be set.
+func Default() Config {
+	return Config{
+		Policy:  scheduler.PolicySymphony,
+		Delays:  scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 50 * time.Microsecond, Result: 300 * time.Microsecond},
+		MaxGPUs: 1024,
+		Log:     zerolog.Nop(),
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Network == nil:
+		return errors.New("service: no network")
+	case len(c.Models) == 0:
+		return errors.New("service: no models")
+	case c.MaxGPUs < 1 || c.MaxGPUs > 1<<20:
+		return fmt.Errorf("service: max GPUs %d out of range", c.MaxGPUs)
+	case c.Policy == scheduler.PolicyNexus:
+		return errors.New("service: the nexus policy exists only in the simulator")
+	}
+	seen := map[string]bool{}
+	for i, m := range c.Models {
+		switch {
+		case m.Name == "" || len(m.Name) > wire.MaxName:
+			return fmt.Errorf("service: models[%d]: bad name %q", i, m.Name)
+		case seen[m.Name]:
+			return fmt.Errorf("service: models[%d]: duplicate name %q", i, m.Name)
+		case !m.Profile.Valid():
+			return fmt.Errorf("service: model %q: no profile", m.Name)
+		case m.SLO <= 0:
+			return fmt.Errorf("service: model %q: SLO must be positive", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	return c.Delays.Validate()
+}
+
+// Service is a running scheduler service.
+type Service struct {
+	cfg       Config
+	log       zerolog.Logger
+	sched     *rt.Scheduler
+	ln        transport.Listener
+	epochUnix int64
+	specs     []wire.ModelSpec
+
+	table slotTable
+
+	mu           sync.Mutex
+	nextFrontend uint32
+	frontends    map[scheduler.FrontendID]*frontendConn
+	backends     map[*backendConn]struct{}
+	gpus         []gpuState
+	closed       bool
+
+	stats Stats
+}
+
+// Stats count what the service did, for tests and logs.
+type Stats struct {
+	mu                                       sync.Mutex
+	Tasks, Planned, Dropped, Failed, Plans   uint64
+	Frontends, Backends, OnlineGPUs, Rejects int
+}
+
+// Snapshot returns a copy of the counters.
+func (s *Service) Snapshot() Stats {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	return Stats{Tasks: s.stats.Tasks, Planned: s.stats.Planned, Dropped: s.stats.Dropped, Failed: s.stats.Failed,
+		Plans: s.stats.Plans, Frontends: s.stats.Frontends, Backends: s.stats.Backends, OnlineGPUs: s.stats.OnlineGPUs, Rejects: s.stats.Rejects}
+}
+
+func (s *Service) count(f func(*Stats)) {
+	s.stats.mu.Lock()
+	f(&s.stats)
+	s.stats.mu.Unlock()
+}
+
+type frontendConn struct {
+	id    scheduler.FrontendID
+	name  string
+	addr  string
+	conn  transport.Conn
+	ended *transport.Coalescer[wire.End]
+}
+
+type backendConn struct {
+	name  string
+	conn  transport.Conn
+	base  scheduler.GPUID
+	n     int
+	gone  bool
+	ready bool // its GPUs were brought online
+}
+
+// gpuState is what the service knows of one GPU beyond the rank's free_at.
+type gpuState struct {
+	owner       *backendConn
+	lastPlan    uint64
+	outstanding map[uint64][]planned // plans sent and not yet reported free
+}
+
+// planned is one request of a plan sent to a backend.
+type planned struct {
+	frontend scheduler.FrontendID
+	id       uint64
+}
+
+// Start listens on cfg.Addr and starts scheduling.
+func Start(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg: cfg, log: cfg.Log.With().Str("component", "scheduler").Logger(),
+		frontends: make(map[scheduler.FrontendID]*frontendConn),
+		backends:  make(map[*backendConn]struct{}),
+		gpus:      make([]gpuState, cfg.MaxGPUs),
+	}
+	rc := rt.Config{
+		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, Delays: cfg.Delays, StartOffline: true},
+		WakeupSlack: cfg.WakeupSlack,
+	}
+	for i, m := range cfg.Models {
+		rc.Models = append(rc.Models, scheduler.ModelConfig{
+			ID: scheduler.ModelID(i), Name: m.Name, Profile: m.Profile, Policy: cfg.Policy,
+			Drop: cfg.Drop, Schedulable: cfg.Schedulable, Delays: cfg.Delays,
+		})
+		spec := wire.ModelSpec{ID: uint32(i), Name: m.Name, SLO: m.SLO}
+		for b := 1; b <= m.Profile.MaxBatch() && b <= wire.MaxBatch; b++ {
+			spec.Latency = append(spec.Latency, m.Profile.Latency(b))
+		}
+		s.specs = append(s.specs, spec)
+	}
+	sched, err := rt.Start(rc, s)
+	if err != nil {
+		return nil, err
+	}
+	s.sched = sched
+	s.epochUnix = sched.Epoch().UnixNano()
+	ln, err := cfg.Network.Listen(cfg.Addr, s.accept)
+	if err != nil {
+		sched.Stop()
+		return nil, fmt.Errorf("service: listen on %s: %w", cfg.Addr, err)
+	}
+	s.ln = ln
+	s.log.Info().Str("addr", ln.Addr()).Int("models", len(cfg.Models)).Stringer("policy", cfg.Policy).Msg("scheduler listening")
+	return s, nil
+}
+
+// Addr is the address frontends and backends dial.
+func (s *Service) Addr() string { return s.ln.Addr() }
+
+// Close stops the service: queued requests end with a shutdown drop, then
+// every connection closes.
+func (s *Service) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.sched.Stop()
+	s.mu.Lock()
+	fronts := make([]*frontendConn, 0, len(s.frontends))
+	for _, f := range s.frontends {
+		fronts = append(fronts, f)
+	}
+	s.mu.Unlock()
+	for _, f := range fronts {
+		f.ended.Close()
+	}
+	_ = s.ln.Close()
+}
+
+func (s *Service) toSched(unixNano int64) scheduler.Time {
+	return scheduler.Time(unixNano - s.epochUnix)
+}
+
+func (s *Service) toUnix(t scheduler.Time) int64 { return int64(t) + s.epochUnix }
+
+func (s *Service) accept(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+	switch h.Role {
+	case wire.RoleFrontend:
+		return s.acceptFrontend(c, h)
+	case wire.RoleBackend:
+		return s.acceptBackend(c, h)
+	}
+	s.count(func(st *Stats) { st.Rejects++ })
+	return nil, nil, fmt.Errorf("the scheduler takes frontends and backends, not %v", h.Role)
+}
+
+func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+	if h.DataAddr == "" {
+		s.count(func(st *Stats) { st.Rejects++ })
+		return nil, nil, errors.New("a frontend must give its data address")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, nil, errors.New("scheduler shutting down")
+	}
+	s.nextFrontend++
+	f := &frontendConn{id: scheduler.FrontendID(s.nextFrontend), name: h.Name, addr: h.DataAddr, conn: c}
+	f.ended = transport.NewCoalescer(func(ends []wire.End) {
+		if err := c.Send(&wire.Ended{Ends: ends}); err != nil {
+			s.log.Debug().Err(err).Int("ends", len(ends)).Msg("drop notices not sent")
+		}
+	})
+	s.frontends[f.id] = f
+	up := &wire.FrontendUp{ID: uint32(f.id), DataAddr: f.addr}
+	for b := range s.backends {
+		_ = b.conn.Send(up)
+	}
+	s.mu.Unlock()
+	s.count(func(st *Stats) { st.Frontends++ })
+	s.log.Info().Str("name", h.Name).Uint32("id", uint32(f.id)).Str("data", h.DataAddr).Msg("frontend joined")
+	handler := transport.HandlerFuncs{
+		Message: func(_ transport.Conn, m wire.Message) { s.onFrontendMessage(f, m) },
+		Closed:  func(_ transport.Conn, err error) { s.frontendGone(f, err) },
+	}
+	return &wire.Welcome{Version: wire.Version, ID: uint32(f.id), Models: s.specs}, handler, nil
+}
+
+func (s *Service) frontendGone(f *frontendConn, err error) {
+	s.mu.Lock()
+	delete(s.frontends, f.id)
+	down := &wire.FrontendDown{ID: uint32(f.id)}
+	for b := range s.backends {
+		_ = b.conn.Send(down)
+	}
+	s.mu.Unlock()
+	f.ended.Close()
+	s.count(func(st *Stats) { st.Frontends-- })
+	s.log.Info().Str("name", f.name).Uint32("id", uint32(f.id)).AnErr("reason", err).Msg("frontend left")
+}
+
+func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
+	sub, ok := m.(*wire.Submit)
+	if !ok {
+		f.conn.Close(fmt.Errorf("unexpected %v from a frontend", m.Kind()))
+		return
+	}
+	now := s.sched.Now()
+	var ends []wire.End
+	// Tasks usually come in runs of one model; submit each run at once.
+	var run []scheduler.Request
+	runModel := -1
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		if err := s.sched.Submit(scheduler.ModelID(runModel), run); err != nil {
+			for _, r := range run {
+				if e, ok := s.table.take(r.ID); ok {
+					ends = append(ends, wire.End{ID: e.id, Code: wire.EndDropShutdown})
+				}
+			}
+		}
+		run = run[:0]
+	}
+	for i := range sub.Tasks {
+		t := &sub.Tasks[i]
+		if int(t.Model) >= len(s.specs) {
+			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndUnknownModel})
+			continue
+		}
+		dl := s.toSched(t.Deadline)
+		if dl <= now {
+			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndDropDeadline, Detail: "deadline passed before the scheduler saw it"})
+			continue
+		}
+		if int(t.Model) != runModel {
+			flush()
+			runModel = int(t.Model)
+		}
+		key := s.table.put(entry{frontend: f.id, id: t.ID, input: t.Input})
+		run = append(run, scheduler.Request{ID: key, Frontend: f.id, Arrival: now, Deadline: dl})
+	}
+	flush()
+	s.count(func(st *Stats) { st.Tasks += uint64(len(sub.Tasks)) })
+	if len(ends) > 0 {
+		s.count(func(st *Stats) { st.Dropped += uint64(len(ends)) })
+		f.ended.Add(ends...)
+	}
+}
+
+func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+	n := int(h.GPUs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, errors.New("scheduler shutting down")
+	}
+	base, ok := s.findGPURange(n)
+	if !ok {
+		s.count(func(st *Stats) { st.Rejects++ })
+		return nil, nil, fmt.Errorf("no room for %d more GPUs (max %d)", n, s.cfg.MaxGPUs)
+	}
+	b := &backendConn{name: h.Name, conn: c, base: base, n: n}
+	for g := base; g < base+scheduler.GPUID(n); g++ {
+		s.gpus[g] = gpuState{owner: b, outstanding: make(map[uint64][]planned)}
+	}
+	s.backends[b] = struct{}{}
+	w := &wire.Welcome{Version: wire.Version, ID: uint32(base), Models: s.specs}
+	for _, f := range s.frontends {
+		w.Frontends = append(w.Frontends, wire.FrontendUp{ID: uint32(f.id), DataAddr: f.addr})
+	}
+	s.log.Info().Str("name", h.Name).Int("gpus", n).Uint32("first_gpu", uint32(base)).Msg("backend joined")
+	handler := transport.HandlerFuncs{
+		Message: func(_ transport.Conn, m wire.Message) { s.onBackendMessage(b, m) },
+		Closed:  func(_ transport.Conn, err error) { s.backendGone(b, err) },
+	}
+	return w, handler, nil
+}
+
+// findGPURange finds n consecutive unowned GPU IDs. Called with s.mu held.
+func (s *Service) findGPURange(n int) (scheduler.GPUID, bool) {
+	run := 0
+	for g := range s.gpus {
+		if s.gpus[g].owner != nil {
+			run = 0
+			continue
+		}
+		run++
+		if run == n {
+			return scheduler.GPUID(g - n + 1), true
+		}
+	}
+	return 0, false
+}
+
+func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
+	switch m := m.(type) {
+	case *wire.BackendReady:
+		s.mu.Lock()
+		again := b.ready || b.gone
+		b.ready = true
+		s.mu.Unlock()
+		if again {
+			return
+		}
+		for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
+			s.sched.EnableGPU(g, scheduler.Past)
+		}
+		s.count(func(st *Stats) { st.Backends++; st.OnlineGPUs += b.n })
+		s.log.Info().Str("name", b.name).Int("gpus", b.n).Msg("backend ready")
+	case *wire.GPUFree:
+		g := scheduler.GPUID(m.GPU)
+		s.mu.Lock()
+		if int(g) >= len(s.gpus) || s.gpus[g].owner != b {
+			s.mu.Unlock()
+			b.conn.Close(fmt.Errorf("GPU %d is not this backend's", m.GPU))
+			return
+		}
+		st := &s.gpus[g]
+		delete(st.outstanding, m.Plan)
+		latest := st.lastPlan == m.Plan
+		s.mu.Unlock()
+		if latest {
+			s.sched.CorrectFreeAt(g, s.toSched(m.FinishedAt))
+		}
+		if m.Failed > 0 {
+			s.count(func(st *Stats) { st.Failed += uint64(m.Failed) })
+		}
+	default:
+		b.conn.Close(fmt.Errorf("unexpected %v from a backend", m.Kind()))
+	}
+}
+
+// backendGone takes the backend's GPUs offline and fails every request of
+// the plans it had not finished.
+func (s *Service) backendGone(b *backendConn, err error) {
+	lost := map[scheduler.FrontendID][]wire.End{}
+	s.mu.Lock()
+	b.gone = true
+	delete(s.backends, b)
+	nlost := 0
+	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
+		for _, reqs := range s.gpus[g].outstanding {
+			for _, r := range reqs {
+				lost[r.frontend] = append(lost[r.frontend], wire.End{ID: r.id, Code: wire.EndBackendLost, Detail: b.name})
+				nlost++
+			}
+		}
+		s.gpus[g] = gpuState{}
+		s.sched.DisableGPU(g)
+	}
+	for fid, ends := range lost {
+		if f := s.frontends[fid]; f != nil {
+			f.ended.Add(ends...)
+		}
+	}
+	wasReady := b.ready
+	s.mu.Unlock()
+	s.count(func(st *Stats) {
+		st.Failed += uint64(nlost)
+		if wasReady {
+			st.Backends--
+			st.OnlineGPUs -= b.n
+		}
+	})
+	s.log.Warn().Str("name", b.name).Int("gpus", b.n).Int("requests_failed", nlost).AnErr("reason", err).Msg("backend left")
+}
+
+// Planned implements rt.Sink: it sends the plan to the GPU's backend.
+func (s *Service) Planned(p *scheduler.BatchPlan) {
+	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
+	reqs := make([]planned, 0, len(p.Requests))
+	dl := scheduler.Never
+	for i := range p.Requests {
+		r := &p.Requests[i]
+		e, ok := s.table.take(r.ID)
+		if !ok {
+			s.log.Error().Uint64("key", uint64(r.ID)).Msg("planned request not in the table")
+			continue
+		}
+		dl = scheduler.MinTime(dl, r.Deadline)
+		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input})
+		reqs = append(reqs, planned{frontend: e.frontend, id: e.id})
+	}
+	if len(plan.Tasks) == 0 {
+		return
+	}
+	plan.Deadline = s.toUnix(dl)
+	s.mu.Lock()
+	st := &s.gpus[p.GPU]
+	b := st.owner
+	if b != nil {
+		st.outstanding[plan.ID] = reqs
+		st.lastPlan = plan.ID
+	}
+	s.mu.Unlock()
+	if b != nil && b.conn.Send(plan) == nil {
+		s.count(func(st *Stats) { st.Planned += uint64(len(reqs)); st.Plans++ })
+		return
+	}
+	// The backend is gone (or going): the plan's requests fail now, unless
+	// backendGone already failed them with the plan recorded.
+	s.mu.Lock()
+	if b != nil && !b.gone {
+		delete(st.outstanding, plan.ID)
+	} else if b != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.failPlanned(reqs, wire.EndBackendLost, "GPU has no backend")
+}
+
+func (s *Service) failPlanned(reqs []planned, code wire.EndCode, detail string) {
+	s.count(func(st *Stats) { st.Failed += uint64(len(reqs)) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range reqs {
+		if f := s.frontends[r.frontend]; f != nil {
+			f.ended.Add(wire.End{ID: r.id, Code: code, Detail: detail})
+		}
+	}
+}
+
+// Dropped implements rt.Sink: it tells the request's frontend.
+func (s *Service) Dropped(_ scheduler.ModelID, d *scheduler.Drop) {
+	e, ok := s.table.take(d.Request.ID)
+	if !ok {
+		s.log.Error().Uint64("key", uint64(d.Request.ID)).Msg("dropped request not in the table")
+		return
+	}
+	code := wire.EndDropDeadline
+	switch d.Reason {
+	case scheduler.DropPruned:
+		code = wire.EndDropOverload
+	case scheduler.DropShutdown:
+		code = wire.EndDropShutdown
+	}
+	s.count(func(st *Stats) { st.Dropped++ })
+	s.mu.Lock()
+	f := s.frontends[e.frontend]
+	s.mu.Unlock()
+	if f != nil {
+		f.ended.Add(wire.End{ID: e.id, Code: code})
+	}
+}
+
+// entry is what the service keeps of a queued request: who owns it and
+// where its input lives. The scheduler cores see only its key.
+type entry struct {
+	frontend scheduler.FrontendID
+	id       uint64
+	input    wire.InputRef
+}
+
+// slotTable maps the scheduler's request keys to entries. A key is a slot
+// index and a generation, so a stale key never finds a reused slot; take
+// removes, so a request is planned or dropped at most once.
+type slotTable struct {
+	mu    sync.Mutex
+	slots []slot
+	free  []uint32
+}
+
+type slot struct {
+	e    entry
+	gen  uint32
+	used bool
+}
+
+func (t *slotTable) put(e entry) scheduler.RequestID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var i uint32
+	if k := len(t.free); k > 0 {
+		i = t.free[k-1]
+		t.free = t.free[:k-1]
+	} else {
+		i = uint32(len(t.slots))
+		t.slots = append(t.slots, slot{})
+	}
+	sl := &t.slots[i]
+	sl.gen++
+	sl.e, sl.used = e, true
+	return scheduler.RequestID(uint64(sl.gen)<<32 | uint64(i))
+}
+
+func (t *slotTable) take(key scheduler.RequestID) (entry, bool) {
+	i, gen := uint32(key), uint32(key>>32)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(i) >= len(t.slots) {
+		return entry{}, false
+	}
+	sl := &t.slots[i]
+	if !sl.used || sl.gen != gen {
+		return entry{}, false
+	}
+	sl.used = false
+	t.free = append(t.free, i)
+	return sl.e, true
+}

@@ -1,0 +1,444 @@
+// Package wire defines Symphony's network protocol: the messages between
+// frontends, the scheduler and backends, and their framing.
+//
+// A frame is a 4-byte big-endian length, a kind byte, and the message body
+// encoded as one msgpack array of the message's fields, in order. Decoding
+// is strict: every length is checked against the bytes left before anything
+// is allocated, and every message is validated, so hostile bytes give an
+// error naming the message and field, never a panic or a huge allocation.
+//
+// Times on the wire are Unix nanoseconds: the scheduler, backends and
+// frontends of one cluster are assumed to share a synchronized clock (PTP or
+// NTP within a datacenter, exact on one machine).
+//
+// Every connection starts with Hello from the dialer; the listener answers
+// Welcome or Reject. Who sends what afterwards:
+//
+//	frontend -> scheduler: Submit
+//	scheduler -> frontend: Ended (drops and failures)
+//	backend -> scheduler: BackendReady, GPUFree
+//	scheduler -> backend: Plan, FrontendUp, FrontendDown
+//	backend -> frontend (data connection): Read; frontend answers ReadReply
+//	backend -> frontend (data connection): Results
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Version is the protocol version in Hello. A listener rejects a dialer of
+// another version with a Reject that says both.
+const Version = 1
+
+// Limits that bound what one message may hold.
+const (
+	MaxName      = 256
+	MaxReason    = 1024
+	MaxBatch     = 4096
+	MaxModels    = 4096
+	MaxGPUs      = 4096
+	MaxInputSize = 64 << 20
+)
+
+// Kind tags a frame with the message it holds.
+type Kind uint8
+
+const (
+	KindHello Kind = iota + 1
+	KindWelcome
+	KindReject
+	KindSubmit
+	KindEnded
+	KindBackendReady
+	KindPlan
+	KindGPUFree
+	KindFrontendUp
+	KindFrontendDown
+	KindRead
+	KindReadReply
+	KindResults
+	kindEnd
+)
+
+var kindNames = [...]string{"", "Hello", "Welcome", "Reject", "Submit", "Ended", "BackendReady",
+	"Plan", "GPUFree", "FrontendUp", "FrontendDown", "Read", "ReadReply", "Results"}
+
+// Known reports whether k is a message kind of this version.
+func (k Kind) Known() bool { return k >= KindHello && k < kindEnd }
+
+func (k Kind) String() string {
+	if k.Known() {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Kinds lists every message kind, for tests and fuzzing.
+func Kinds() []Kind {
+	var ks []Kind
+	for k := KindHello; k < kindEnd; k++ {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func (k Kind) new() Message {
+	switch k {
+	case KindHello:
+		return &Hello{}
+	case KindWelcome:
+		return &Welcome{}
+	case KindReject:
+		return &Reject{}
+	case KindSubmit:
+		return &Submit{}
+	case KindEnded:
+		return &Ended{}
+	case KindBackendReady:
+		return &BackendReady{}
+	case KindPlan:
+		return &Plan{}
+	case KindGPUFree:
+		return &GPUFree{}
+	case KindFrontendUp:
+		return &FrontendUp{}
+	case KindFrontendDown:
+		return &FrontendDown{}
+	case KindRead:
+		return &Read{}
+	case KindReadReply:
+		return &ReadReply{}
+	case KindResults:
+		return &Results{}
+	}
+	return nil
+}
+
+// Message is one protocol message.
+type Message interface {
+	Kind() Kind
+	// Validate checks the fields' ranges after decoding.
+	Validate() error
+	encode(e *msgpack.Encoder) error
+	decode(d *decoder)
+}
+
+// Role is what a dialer is.
+type Role uint8
+
+const (
+	RoleFrontend Role = iota + 1 // a frontend, dialing the scheduler
+	RoleBackend                  // a backend, dialing the scheduler
+	RolePuller                   // a backend, dialing a frontend's data address
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleFrontend:
+		return "frontend"
+	case RoleBackend:
+		return "backend"
+	case RolePuller:
+		return "puller"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// Hello is the dialer's first frame.
+type Hello struct {
+	Version uint32
+	Role    Role
+	// Name identifies the process in logs.
+	Name string
+	// DataAddr is where a frontend serves reads of its inputs.
+	DataAddr string
+	// GPUs is how many GPUs a backend brings.
+	GPUs uint32
+}
+
+// ModelSpec is a served model as the scheduler announces it.
+type ModelSpec struct {
+	ID   uint32
+	Name string
+	SLO  time.Duration
+	// Latency[b-1] is the latency of a batch of b: the profile, as a table.
+	Latency []time.Duration
+}
+
+// Welcome accepts a dialer.
+type Welcome struct {
+	Version uint32
+	// ID is the frontend's FrontendID, or the backend's first GPU ID.
+	ID     uint32
+	Models []ModelSpec
+	// Frontends are the live frontends, for a backend.
+	Frontends []FrontendUp
+}
+
+// Reject refuses a dialer, just before the listener closes the connection.
+type Reject struct{ Reason string }
+
+// InputRef locates an input: a one-sided read of Length bytes at Offset in
+// the frontend's registered Region. Key is the request ID the bytes belong
+// to, so a read of a slot that has since been reused fails instead of
+// returning another request's input.
+type InputRef struct {
+	Region uint32
+	Offset uint64
+	Length uint32
+	Key    uint64
+}
+
+// Task is a request's descriptor: never its input, only where it lives.
+type Task struct {
+	ID       uint64
+	Model    uint32
+	Deadline int64 // Unix ns
+	Input    InputRef
+}
+
+// Submit hands tasks to the scheduler.
+type Submit struct{ Tasks []Task }
+
+// EndCode says how a request ended without a result.
+type EndCode uint8
+
+const (
+	EndDropDeadline     EndCode = iota + 1 // no GPU could meet its deadline
+	EndDropOverload                        // shed so that its batch kept its size
+	EndDropShutdown                        // the scheduler stopped
+	EndUnknownModel                        // the scheduler serves no such model
+	EndBackendLost                         // its backend was lost mid-batch
+	EndInputUnavailable                    // its input could not be pulled
+	EndExecutorFailed                      // the executor failed the batch
+	EndBadRequest                          // the descriptor was invalid
+	endCodeEnd
+)
+
+var endNames = [...]string{"", "deadline", "overload", "shutdown", "unknown model", "backend lost",
+	"input unavailable", "executor failed", "bad request"}
+
+func (c EndCode) String() string {
+	if c >= 1 && c < endCodeEnd {
+		return endNames[c]
+	}
+	return fmt.Sprintf("EndCode(%d)", uint8(c))
+}
+
+// IsDrop reports whether the code is a scheduling drop rather than a failure.
+func (c EndCode) IsDrop() bool { return c >= EndDropDeadline && c <= EndDropShutdown }
+
+// End is one request that ended without a result.
+type End struct {
+	ID     uint64
+	Code   EndCode
+	Detail string
+}
+
+// Ended tells a frontend that requests ended without results.
+type Ended struct{ Ends []End }
+
+// BackendReady says a backend has loaded every model and its GPUs may be
+// granted.
+type BackendReady struct{ GPUs uint32 }
+
+// PlanTask is one request of a batch plan.
+type PlanTask struct {
+	ID       uint64
+	Frontend uint32
+	Input    InputRef
+}
+
+// Plan tells a backend to run a batch on one of its GPUs.
+type Plan struct {
+	ID    uint64
+	GPU   uint32 // the GPU's cluster-wide ID
+	Model uint32
+	// ExecAt is the earliest time the batch may start (Unix ns).
+	ExecAt int64
+	// Deadline is the batch's earliest request deadline (Unix ns).
+	Deadline int64
+	Tasks    []PlanTask
+}
+
+// GPUFree reports that a GPU finished a plan, so the scheduler can correct
+// its free_at.
+type GPUFree struct {
+	GPU        uint32
+	Plan       uint64
+	StartedAt  int64
+	FinishedAt int64
+	Failed     uint32 // requests of the plan that ended with an error
+}
+
+// FrontendUp announces a frontend's data address to backends.
+type FrontendUp struct {
+	ID       uint32
+	DataAddr string
+}
+
+// FrontendDown says a frontend is gone.
+type FrontendDown struct{ ID uint32 }
+
+// Read asks a frontend for inputs: one-sided reads of registered regions.
+type Read struct {
+	Seq uint64
+	Ops []InputRef
+}
+
+// ReadReply answers a Read: Data[i] holds Ops[i]'s bytes, or is nil when
+// the input is no longer there (Missing says why).
+type ReadReply struct {
+	Seq     uint64
+	Data    [][]byte
+	Missing []uint32 // indexes into Ops of inputs not returned
+}
+
+// Result is one request's output, or how it failed.
+type Result struct {
+	ID        uint64
+	Code      EndCode // 0 for success
+	Detail    string
+	Output    []byte
+	BatchSize uint32
+	// StartedAt and FinishedAt are when its batch ran (Unix ns).
+	StartedAt  int64
+	FinishedAt int64
+}
+
+// Results carries results from a backend to a frontend.
+type Results struct{ Results []Result }
+
+func (*Hello) Kind() Kind        { return KindHello }
+func (*Welcome) Kind() Kind      { return KindWelcome }
+func (*Reject) Kind() Kind       { return KindReject }
+func (*Submit) Kind() Kind       { return KindSubmit }
+func (*Ended) Kind() Kind        { return KindEnded }
+func (*BackendReady) Kind() Kind { return KindBackendReady }
+func (*Plan) Kind() Kind         { return KindPlan }
+func (*GPUFree) Kind() Kind      { return KindGPUFree }
+func (*FrontendUp) Kind() Kind   { return KindFrontendUp }
+func (*FrontendDown) Kind() Kind { return KindFrontendDown }
+func (*Read) Kind() Kind         { return KindRead }
+func (*ReadReply) Kind() Kind    { return KindReadReply }
+func (*Results) Kind() Kind      { return KindResults }
+
+// Validate checks Hello's fields.
+func (m *Hello) Validate() error {
+	switch {
+	case m.Role < RoleFrontend || m.Role > RolePuller:
+		return fmt.Errorf("role: unknown %d", m.Role)
+	case m.Role == RoleBackend && (m.GPUs == 0 || m.GPUs > MaxGPUs):
+		return fmt.Errorf("gpus: %d not in 1..%d", m.GPUs, MaxGPUs)
+	}
+	return nil
+}
+
+// Validate checks Welcome's fields.
+func (m *Welcome) Validate() error {
+	for i := range m.Models {
+		s := &m.Models[i]
+		if s.SLO <= 0 {
+			return fmt.Errorf("models[%d].slo: %v not positive", i, s.SLO)
+		}
+		if len(s.Latency) == 0 {
+			return fmt.Errorf("models[%d].latency: empty profile", i)
+		}
+		for j, l := range s.Latency {
+			if l <= 0 {
+				return fmt.Errorf("models[%d].latency[%d]: %v not positive", i, j, l)
+			}
+		}
+	}
+	return nil
+}
+
+// Validate accepts any Reject.
+func (m *Reject) Validate() error { return nil }
+
+// Validate checks Submit's tasks.
+func (m *Submit) Validate() error {
+	for i := range m.Tasks {
+		if m.Tasks[i].Input.Length > MaxInputSize {
+			return fmt.Errorf("tasks[%d].input.length: %d over %d", i, m.Tasks[i].Input.Length, MaxInputSize)
+		}
+	}
+	return nil
+}
+
+// Validate checks Ended's codes.
+func (m *Ended) Validate() error {
+	for i := range m.Ends {
+		if c := m.Ends[i].Code; c == 0 || c >= endCodeEnd {
+			return fmt.Errorf("ends[%d].code: unknown %d", i, c)
+		}
+	}
+	return nil
+}
+
+// Validate checks BackendReady.
+func (m *BackendReady) Validate() error { return nil }
+
+// Validate checks Plan's size.
+func (m *Plan) Validate() error {
+	if len(m.Tasks) == 0 || len(m.Tasks) > MaxBatch {
+		return fmt.Errorf("tasks: %d not in 1..%d", len(m.Tasks), MaxBatch)
+	}
+	return nil
+}
+
+// Validate checks GPUFree's times.
+func (m *GPUFree) Validate() error {
+	if m.FinishedAt < m.StartedAt {
+		return errors.New("finished_at: before started_at")
+	}
+	return nil
+}
+
+// Validate checks FrontendUp.
+func (m *FrontendUp) Validate() error {
+	if m.DataAddr == "" {
+		return errors.New("data_addr: empty")
+	}
+	return nil
+}
+
+// Validate checks FrontendDown.
+func (m *FrontendDown) Validate() error { return nil }
+
+// Validate checks Read's size.
+func (m *Read) Validate() error {
+	if len(m.Ops) > MaxBatch {
+		return fmt.Errorf("ops: %d over %d", len(m.Ops), MaxBatch)
+	}
+	for i := range m.Ops {
+		if m.Ops[i].Length > MaxInputSize {
+			return fmt.Errorf("ops[%d].length: %d over %d", i, m.Ops[i].Length, MaxInputSize)
+		}
+	}
+	return nil
+}
+
+// Validate checks ReadReply's indexes.
+func (m *ReadReply) Validate() error {
+	for i, x := range m.Missing {
+		if int(x) >= len(m.Data) {
+			return fmt.Errorf("missing[%d]: index %d out of %d", i, x, len(m.Data))
+		}
+	}
+	return nil
+}
+
+// Validate checks Results' codes.
+func (m *Results) Validate() error {
+	for i := range m.Results {
+		if c := m.Results[i].Code; c >= endCodeEnd {
+			return fmt.Errorf("results[%d].code: unknown %d", i, c)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package wire_test
+
+import (
+	"bytes"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// samples returns a valid message of every kind, with every field set.
+// Slices are non-nil where decoding makes them non-nil, so that a decoded
+// sample is deeply equal to the original.
+func samples() []wire.Message {
+	in := wire.InputRef{Region: 1, Offset: 1 << 40, Length: 4096, Key: 77}
+	return []wire.Message{
+		&wire.Hello{Version: wire.Version, Role: wire.RoleBackend, Name: "backend-1", DataAddr: "10.0.0.1:7000", GPUs: 8},
+		&wire.Welcome{Version: wire.Version, ID: 3,
+			Models: []wire.ModelSpec{{ID: 1, Name: "resnet50", SLO: 50 * time.Millisecond,
+				Latency: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}}},
+			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}},
+		&wire.Reject{Reason: "protocol version 2, want 1"},
+		&wire.Submit{Tasks: []wire.Task{{ID: 1, Model: 1, Deadline: -5, Input: in}, {ID: 1<<64 - 1, Model: 2, Deadline: 1 << 62, Input: in}}},
+		&wire.Ended{Ends: []wire.End{{ID: 9, Code: wire.EndDropDeadline, Detail: "late"}, {ID: 10, Code: wire.EndBadRequest}}},
+		&wire.BackendReady{GPUs: 4},
+		&wire.Plan{ID: 5, GPU: 6, Model: 7, ExecAt: 1e18, Deadline: 2e18,
+			Tasks: []wire.PlanTask{{ID: 1, Frontend: 2, Input: in}}},
+		&wire.GPUFree{GPU: 1, Plan: 2, StartedAt: 3, FinishedAt: 4, Failed: 1},
+		&wire.FrontendUp{ID: 1, DataAddr: "fe:1"},
+		&wire.FrontendDown{ID: 1},
+		&wire.Read{Seq: 3, Ops: []wire.InputRef{in, {}}},
+		&wire.ReadReply{Seq: 3, Data: [][]byte{[]byte("input"), nil, {}}, Missing: []uint32{1}},
+		&wire.Results{Results: []wire.Result{{ID: 1, Output: []byte{1, 2, 3}, BatchSize: 4, StartedAt: 5, FinishedAt: 6},
+			{ID: 2, Code: wire.EndExecutorFailed, Detail: "oom"}}},
+	}
+}
+
+func TestSamplesCoverEveryKind(t *testing.T) {
+	seen := make(map[wire.Kind]bool)
+	for _, m := range samples() {
+		if err := m.Validate(); err != nil {
+			t.Errorf("%v sample invalid: %v", m.Kind(), err)
+		}
+		seen[m.Kind()] = true
+	}
+	for _, k := range wire.Kinds() {
+		if !seen[k] {
+			t.Errorf("no sample of %v", k)
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range samples() {
+		t.Run(m.Kind().String(), func(t *testing.T) {
+			frame := wire.AppendFrame([]byte("prefix"), m)[len("prefix"):]
+			k, n, err := wire.ParseHeader(frame, wire.DefaultMaxFrame)
+			if err != nil || k != m.Kind() || n != len(frame)-wire.HeaderSize {
+				t.Fatalf("ParseHeader = %v, %d, %v; want %v, %d", k, n, err, m.Kind(), len(frame)-wire.HeaderSize)
+			}
+			if body := wire.Marshal(m); !bytes.Equal(body, frame[wire.HeaderSize:]) {
+				t.Errorf("Marshal differs from the frame's body")
+			}
+			got, err := wire.Decode(k, frame[wire.HeaderSize:])
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Errorf("decoded %+v, want %+v", got, m)
+			}
+		})
+	}
+}
+
+func TestParseHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    []byte
+		max  int
+		err  string
+	}{
+		{"short", []byte{0, 0, 0, 1}, 10, "short frame header"},
+		{"empty", []byte{0, 0, 0, 0, 1}, 10, "empty frame"},
+		{"too large", []byte{0x40, 0, 0, 0, 1}, wire.DefaultMaxFrame, "frame too large"},
+		{"over max", []byte{0, 0, 0, 11, 1}, 10, "frame too large"},
+		{"kind 0", []byte{0, 0, 0, 1, 0}, 10, "unknown message kind 0"},
+		{"kind past the end", []byte{0, 0, 0, 1, 200}, 10, "unknown message kind 200"},
+	} {
+		if _, _, err := wire.ParseHeader(tc.h, tc.max); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		}
+	}
+	if k, n, err := wire.ParseHeader([]byte{0, 0, 0, 10, byte(wire.KindSubmit)}, 10); err != nil || k != wire.KindSubmit || n != 9 {
+		t.Errorf("a frame of exactly max: %v, %d, %v", k, n, err)
+	}
+}
+
+// TestDecodeErrors checks that bad bodies give errors naming the message.
+func TestDecodeErrors(t *testing.T) {
+	long := strings.Repeat("x", wire.MaxName+1)
+	for _, tc := range []struct {
+		name string
+		m    wire.Message
+		body []byte
+		err  string
+	}{
+		{"empty body", &wire.Hello{}, nil, "bad Hello message"},
+		{"too few fields", &wire.Hello{}, []byte{0x91, 0x01}, "1 fields, want 5"},
+		{"trailing bytes", &wire.FrontendDown{}, []byte{0x91, 0x01, 0x01}, "1 trailing bytes"},
+		{"overflow", &wire.Hello{}, wire.Marshal(&wire.BackendReady{})[:0], "bad Hello"},
+		{"long name", &wire.Hello{}, wire.Marshal(&wire.Hello{Version: 1, Role: wire.RoleFrontend, Name: long}), "limit 256"},
+		{"invalid", &wire.Plan{}, wire.Marshal(&wire.Plan{}), "invalid Plan message"},
+		{"bad role", &wire.Hello{}, wire.Marshal(&wire.Hello{Version: 1}), "role: unknown 0"},
+	} {
+		if _, err := wire.Decode(tc.m.Kind(), tc.body); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		}
+	}
+	if _, err := wire.Decode(wire.Kind(0), nil); err == nil {
+		t.Error("decoded kind 0")
+	}
+}
+
+// TestNewerPeerFields checks that fields a newer peer appends are skipped.
+func TestNewerPeerFields(t *testing.T) {
+	body := wire.Marshal(&wire.FrontendDown{ID: 4})
+	body[0]++                                        // one more field...
+	body = append(body, 0x92, 0xa1, 'x', 0x81, 1, 2) // ...holding ["x", {1: 2}]
+	m, err := wire.Decode(wire.KindFrontendDown, body)
+	if err != nil || m.(*wire.FrontendDown).ID != 4 {
+		t.Fatalf("Decode = %+v, %v", m, err)
+	}
+}
+
+// allocs returns the bytes f allocates.
+func allocs(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHugeDeclaredLengths checks that small frames declaring billions of
+// elements are refused without allocating for them. (A huge string length
+// still costs msgpack's first 1 MiB read chunk before it fails: bounded,
+// hence the 2 MiB allowance.)
+func TestHugeDeclaredLengths(t *testing.T) {
+	arr32 := []byte{0xdd, 0xff, 0xff, 0xff, 0xf0} // an array of 4 294 967 280
+	for _, tc := range []struct {
+		kind wire.Kind
+		body []byte
+	}{
+		{wire.KindSubmit, append([]byte{0x91}, arr32...)},
+		{wire.KindPlan, append([]byte{0x96, 1, 1, 1, 1, 1}, arr32...)},
+		{wire.KindEnded, append([]byte{0x91}, arr32...)},
+		{wire.KindRead, append([]byte{0x92, 1}, arr32...)},
+		{wire.KindReadReply, append([]byte{0x93, 1}, arr32...)},
+		{wire.KindResults, append([]byte{0x91}, arr32...)},
+		{wire.KindWelcome, append([]byte{0x94, 1, 1}, arr32...)},
+		{wire.KindSubmit, append([]byte{0xdd, 0xff, 0xff, 0xff, 0xf0}, 0x90)}, // the message's own array
+		{wire.KindHello, []byte{0x95, 1, 1, 0xdb, 0xff, 0xff, 0xff, 0xf0}},    // a 4 GiB string
+	} {
+		var err error
+		if n := allocs(func() { _, err = wire.Decode(tc.kind, tc.body) }); n > 2<<20 {
+			t.Errorf("%v %x: allocated %d bytes", tc.kind, tc.body, n)
+		}
+		if err == nil {
+			t.Errorf("%v %x: decoded", tc.kind, tc.body)
+		}
+	}
+}
+
+// TestHugeBinLength checks a 4 GiB byte-string length in a 9-byte body.
+//
+// It fails against codec.go as it stands: decoder.bytes calls msgpack's
+// DecodeBytes, which allocates the declared length (make([]byte, 0, n) in
+// msgpack's readN) before reading, so one ReadReply or Results frame from
+// an established peer costs 4 GiB. See the fix in the transport report.
+func TestHugeBinLength(t *testing.T) {
+	t.Skip("known bug in codec.go decoder.bytes: remove this Skip with the fix")
+	body := []byte{0x93, 1, 0x91, 0xc6, 0xff, 0xff, 0xff, 0xf0, 0x90}
+	var err error
+	if n := allocs(func() { _, err = wire.Decode(wire.KindReadReply, body) }); n > 1<<20 {
+		t.Errorf("allocated %d MiB", n>>20)
+	}
+	if err == nil {
+		t.Error("decoded")
+	}
+}
+
+// TestDeepNesting checks that a deeply nested value in a skipped field is
+// refused.
+//
+// It fails against codec.go as it stands: decoder.rest skips with msgpack's
+// Skip, which recurses once per level without a bound, so a frame of a few
+// MB (well under DefaultMaxFrame) holding nested one-element arrays
+// overflows the goroutine stack: a fatal error that kills the process, not
+// a recoverable panic. See the fix in the transport report.
+func TestDeepNesting(t *testing.T) {
+	t.Skip("known bug in codec.go decoder.rest: remove this Skip with the fix")
+	body := append([]byte{0x96, 1, 1, 0xa0, 0xa0, 0}, bytes.Repeat([]byte{0x91}, 100_000)...)
+	body = append(body, 0xc0)
+	if _, err := wire.Decode(wire.KindHello, body); err == nil {
+		t.Error("decoded a Hello with 100 000 levels of nesting")
+	}
+}
