@@ -19,10 +19,10 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./scheduler/...
 	$(BIN) bench scheduler
 
-# The main job on the bundled default: the simulator on the demo workload,
-# every policy side by side.
+# The main job on the bundled default: a whole cluster in one process on
+# loopback TCP, driven by the load generator.
 demo: build
-	$(BIN) sim -f testdata/workloads/demo.yaml --compare
+	$(BIN) demo
 
 # The paper's experiments recorded in docs/benchmarks.md.
 experiments: build
@@ -36,6 +36,9 @@ experiments: build
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s -fuzzminimizetime 5s ./bench/workload/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRateTrace$$' -fuzztime 60s -fuzzminimizetime 5s ./bench/workload/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferRequest$$' -fuzztime 60s -fuzzminimizetime 5s ./frontend/gateway/
 
 clean:
 	rm -rf bin out

@@ -174,7 +174,7 @@ func New(cfg Config) (*Client, error) {
 		pending: make(map[uint64]*Call),
 		readyCh: make(chan struct{}),
 	}
-	ln, err := cfg.Network.Listen(cfg.DataAddr, c.acceptPuller)
+	ln, err := ServeInputs(cfg.Network, cfg.DataAddr, c.store, c.onResults, c.log)
 	if err != nil {
 		return nil, fmt.Errorf("frontend: serve inputs on %s: %w", cfg.DataAddr, err)
 	}
@@ -385,15 +385,20 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	if pre != nil {
 		size = pre.OutputSize(model, input)
 	}
-	ref, buf, ready, err := c.store.Alloc(call.id, size, pre != nil)
+	var ref wire.InputRef
+	var buf []byte
+	var ready func(error)
+	var err error
+	if pre != nil {
+		ref, buf, ready, err = c.store.Reserve(call.id, size)
+	} else {
+		ref, err = c.store.Put(call.id, input)
+	}
 	if err != nil {
 		if errors.Is(err, ErrStoreFull) {
 			return c.failEarly(call, &DropError{Model: model, Reason: DropOverload})
 		}
 		return c.failEarly(call, err)
-	}
-	if pre == nil {
-		copy(buf, input)
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -489,67 +494,16 @@ func (c *Client) Close() error {
 	return c.data.Close()
 }
 
-// acceptPuller accepts a backend's data connection.
-func (c *Client) acceptPuller(conn transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
-	if h.Role != wire.RolePuller {
-		return nil, nil, fmt.Errorf("a frontend's data address takes pullers, not %v", h.Role)
-	}
-	c.log.Debug().Str("backend", h.Name).Msg("backend connected for data")
-	return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: c.onDataMessage}, nil
-}
-
-func (c *Client) onDataMessage(conn transport.Conn, m wire.Message) {
-	switch m := m.(type) {
-	case *wire.Read:
-		c.serveRead(conn, m)
-	case *wire.Results:
-		for i := range m.Results {
-			r := &m.Results[i]
-			t := Timing{Started: time.Unix(0, r.StartedAt), Finished: time.Unix(0, r.FinishedAt), BatchSize: int(r.BatchSize)}
-			if r.Code != 0 {
-				c.finish(r.ID, nil, c.endError(r.ID, r.Code, r.Detail, conn.RemoteAddr()), t)
-				continue
-			}
-			c.finish(r.ID, r.Output, nil, t)
+func (c *Client) onResults(conn transport.Conn, m *wire.Results) {
+	for i := range m.Results {
+		r := &m.Results[i]
+		t := Timing{Started: time.Unix(0, r.StartedAt), Finished: time.Unix(0, r.FinishedAt), BatchSize: int(r.BatchSize)}
+		if r.Code != 0 {
+			c.finish(r.ID, nil, c.endError(r.ID, r.Code, r.Detail, conn.RemoteAddr()), t)
+			continue
 		}
-	default:
-		c.log.Warn().Stringer("kind", m.Kind()).Msg("unexpected message on the data connection")
+		c.finish(r.ID, r.Output, nil, t)
 	}
-}
-
-// serveRead answers a backend's read of inputs. Inputs still being
-// preprocessed are waited for, off the connection's goroutine.
-func (c *Client) serveRead(conn transport.Conn, rd *wire.Read) {
-	var waits []chan struct{}
-	for _, op := range rd.Ops {
-		if in, err := c.store.lookup(op); err == nil && in.ready != nil {
-			waits = append(waits, in.ready)
-		}
-	}
-	reply := func() {
-		rep := &wire.ReadReply{Seq: rd.Seq, Data: make([][]byte, len(rd.Ops))}
-		for i, op := range rd.Ops {
-			b, err := c.store.copyOut(op)
-			if err != nil {
-				rep.Missing = append(rep.Missing, uint32(i))
-				continue
-			}
-			rep.Data[i] = b
-		}
-		if err := conn.Send(rep); err != nil {
-			c.log.Debug().Err(err).Msg("read reply not sent")
-		}
-	}
-	if len(waits) == 0 {
-		reply()
-		return
-	}
-	go func() {
-		for _, w := range waits {
-			<-w
-		}
-		reply()
-	}()
 }
 
 // Async runs fn on its own goroutine and returns a Call that ends with its

@@ -50,8 +50,10 @@ type input struct {
 	err   error         // set before ready closes, if preprocessing failed
 	done  bool          // ready was called
 	// released: the request ended while preprocessing still writes into
-	// its bytes; the space is given back when it is done.
+	// its bytes, or a read still sends them; the space is given back when
+	// both are done.
 	released bool
+	pins     int // reads sending the bytes in place
 }
 
 // NewInputStore returns a store of regions of regionSize bytes, holding at
@@ -60,11 +62,25 @@ func NewInputStore(regionSize int, maxBytes int64) *InputStore {
 	return &InputStore{regionSize: regionSize, maxBytes: maxBytes, live: make(map[uint64]*input)}
 }
 
-// Alloc reserves n bytes for the request key and returns where they live
-// and the buffer to fill. If pending, reads wait until the returned ready
-// function is called (with the preprocessing error, if any); it must be
-// called exactly once, even after the input was released.
-func (s *InputStore) Alloc(key uint64, n int, pending bool) (ref wire.InputRef, buf []byte, ready func(error), err error) {
+// Put stores a copy of data as the input of request key and returns where
+// it lives. The copy is made under the store's lock, so that a read that
+// finds the input (after the task went out over the network, which the race
+// detector cannot see) is ordered after it.
+func (s *InputStore) Put(key uint64, data []byte) (wire.InputRef, error) {
+	ref, _, _, err := s.alloc(key, len(data), false, data)
+	return ref, err
+}
+
+// Reserve reserves n bytes for the input of request key, to be filled by
+// preprocessing while the request waits. Reads wait until the returned
+// ready function is called (with the preprocessing error, if any); it must
+// be called exactly once, after the last write to buf, even if the input
+// was released meanwhile.
+func (s *InputStore) Reserve(key uint64, n int) (ref wire.InputRef, buf []byte, ready func(error), err error) {
+	return s.alloc(key, n, true, nil)
+}
+
+func (s *InputStore) alloc(key uint64, n int, pending bool, data []byte) (ref wire.InputRef, buf []byte, ready func(error), err error) {
 	if n > wire.MaxInputSize {
 		return wire.InputRef{}, nil, nil, fmt.Errorf("frontend: input of %d bytes over the %d limit", n, wire.MaxInputSize)
 	}
@@ -79,6 +95,7 @@ func (s *InputStore) Alloc(key uint64, n int, pending bool) (ref wire.InputRef, 
 	}
 	ref = wire.InputRef{Region: r.id, Offset: uint64(r.used), Length: uint32(n), Key: key}
 	buf = r.buf[r.used : r.used+n : r.used+n]
+	copy(buf, data)
 	r.used += n
 	r.live++
 	in := &input{ref: ref}
@@ -87,7 +104,7 @@ func (s *InputStore) Alloc(key uint64, n int, pending bool) (ref wire.InputRef, 
 		ready = func(err error) {
 			s.mu.Lock()
 			in.err, in.done = err, true
-			if in.released {
+			if in.released && in.pins == 0 {
 				s.unref(s.regions[in.ref.Region])
 			}
 			s.mu.Unlock()
@@ -171,8 +188,8 @@ func (s *InputStore) Release(key uint64) {
 		return
 	}
 	delete(s.live, key)
-	if in.ready != nil && !in.done {
-		in.released = true // preprocessing still writes there
+	if (in.ready != nil && !in.done) || in.pins > 0 {
+		in.released = true // preprocessing still writes there, or a read sends it
 		return
 	}
 	s.unref(s.regions[in.ref.Region])
@@ -202,21 +219,28 @@ func (s *InputStore) lookup(ref wire.InputRef) (*input, error) {
 	return in, nil
 }
 
-// copyOut copies a live input's bytes into dst (appending), if it is still
-// live and ready.
-func (s *InputStore) copyOut(ref wire.InputRef) ([]byte, error) {
+// pin returns a live, ready input's bytes in place, and keeps its space
+// from reuse until unpin: a read reply is encoded straight from the region,
+// with no copy, as an RDMA NIC would read it.
+func (s *InputStore) pin(ref wire.InputRef) (b []byte, unpin func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.live[ref.Key]
 	if in == nil || in.ref != ref {
-		return nil, errMissing
+		return nil, nil, errMissing
 	}
 	if in.err != nil {
-		return nil, in.err
+		return nil, nil, in.err
 	}
+	in.pins++
 	r := s.regions[ref.Region]
 	end := ref.Offset + uint64(ref.Length)
-	out := make([]byte, ref.Length)
-	copy(out, r.buf[ref.Offset:end])
-	return out, nil
+	return r.buf[ref.Offset:end:end], func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in.pins--
+		if in.pins == 0 && in.released && (in.ready == nil || in.done) {
+			s.unref(r)
+		}
+	}, nil
 }

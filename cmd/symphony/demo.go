@@ -118,8 +118,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	client := c.Frontends[0]
 	if !*lf.quiet {
-		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s\n",
-			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr())
+		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s; budgeting ctrl %v, data %v/request, result %v\n",
+			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.Result)
 	}
 	if *httpAddr != "" {
 		srv, addr, err := serveGateway(client, *httpAddr, log)

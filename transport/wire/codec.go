@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // HeaderSize is the size of a frame header: a 4-byte big-endian length of
@@ -122,10 +123,48 @@ func (d *decoder) fields(name string, want int) int {
 // rest skips the fields a newer peer added after the first want.
 func (d *decoder) rest(name string, n, want int) {
 	for i := want; i < n && d.err == nil; i++ {
-		if err := d.d.Skip(); err != nil {
+		if err := d.skip(0); err != nil {
 			d.fail(name, err)
 		}
 	}
+}
+
+// maxDepth bounds the nesting of skipped values.
+const maxDepth = 32
+
+// skip skips one value. msgpack's Skip recurses once per nesting level
+// without a bound, so a few MB of nested one-element arrays would overflow
+// the goroutine stack: a fatal error, not a recoverable panic.
+func (d *decoder) skip(depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d", maxDepth)
+	}
+	c, err := d.d.PeekCode()
+	if err != nil {
+		return err
+	}
+	var n int
+	switch {
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		n, err = d.d.DecodeArrayLen()
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		n, err = d.d.DecodeMapLen()
+		n *= 2
+	default:
+		return d.d.Skip()
+	}
+	if err != nil {
+		return err
+	}
+	if n > d.r.Len() {
+		return fmt.Errorf("%d elements in %d bytes", n, d.r.Len())
+	}
+	for i := 0; i < n; i++ {
+		if err := d.skip(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // list reads an array header whose elements each take at least one byte.
@@ -192,25 +231,50 @@ func (d *decoder) str(field string, max int) string {
 	if d.err != nil {
 		return ""
 	}
-	s, err := d.d.DecodeString()
+	// Check the declared length before reading (and allocating) it.
+	n, err := d.d.DecodeBytesLen()
 	if err != nil {
 		d.fail(field, err)
 		return ""
 	}
-	if len(s) > max {
-		d.fail(field, fmt.Errorf("%d bytes, limit %d", len(s), max))
+	if n > max {
+		d.fail(field, fmt.Errorf("%d bytes, limit %d", n, max))
 		return ""
 	}
-	return s
+	if n <= 0 {
+		return ""
+	}
+	b := make([]byte, n)
+	if err := d.d.ReadFull(b); err != nil {
+		d.fail(field, err)
+		return ""
+	}
+	return string(b)
 }
 
+// bytes reads a byte string, checking its declared length against the
+// bytes left first: msgpack's DecodeBytes allocates the declared length
+// before reading, 4 GiB for a 9-byte body.
 func (d *decoder) bytes(field string) []byte {
 	if d.err != nil {
 		return nil
 	}
-	b, err := d.d.DecodeBytes()
+	n, err := d.d.DecodeBytesLen()
 	if err != nil {
 		d.fail(field, err)
+		return nil
+	}
+	if n < 0 {
+		return nil
+	}
+	if n > d.r.Len() {
+		d.fail(field, fmt.Errorf("%d bytes, %d left", n, d.r.Len()))
+		return nil
+	}
+	b := make([]byte, n)
+	if err := d.d.ReadFull(b); err != nil {
+		d.fail(field, err)
+		return nil
 	}
 	return b
 }

@@ -146,8 +146,8 @@ func allocs(f func()) uint64 {
 
 // TestHugeDeclaredLengths checks that small frames declaring billions of
 // elements are refused without allocating for them. (A huge string length
-// still costs msgpack's first 1 MiB read chunk before it fails: bounded,
-// hence the 2 MiB allowance.)
+// still costs msgpack's first 1 MiB read chunk, and its conversion to a
+// string, before it fails: bounded, hence the 4 MiB allowance.)
 func TestHugeDeclaredLengths(t *testing.T) {
 	arr32 := []byte{0xdd, 0xff, 0xff, 0xff, 0xf0} // an array of 4 294 967 280
 	for _, tc := range []struct {
@@ -165,7 +165,7 @@ func TestHugeDeclaredLengths(t *testing.T) {
 		{wire.KindHello, []byte{0x95, 1, 1, 0xdb, 0xff, 0xff, 0xff, 0xf0}},    // a 4 GiB string
 	} {
 		var err error
-		if n := allocs(func() { _, err = wire.Decode(tc.kind, tc.body) }); n > 2<<20 {
+		if n := allocs(func() { _, err = wire.Decode(tc.kind, tc.body) }); n > 64<<10 {
 			t.Errorf("%v %x: allocated %d bytes", tc.kind, tc.body, n)
 		}
 		if err == nil {
@@ -181,7 +181,6 @@ func TestHugeDeclaredLengths(t *testing.T) {
 // msgpack's readN) before reading, so one ReadReply or Results frame from
 // an established peer costs 4 GiB. See the fix in the transport report.
 func TestHugeBinLength(t *testing.T) {
-	t.Skip("known bug in codec.go decoder.bytes: remove this Skip with the fix")
 	body := []byte{0x93, 1, 0x91, 0xc6, 0xff, 0xff, 0xff, 0xf0, 0x90}
 	var err error
 	if n := allocs(func() { _, err = wire.Decode(wire.KindReadReply, body) }); n > 1<<20 {
@@ -201,7 +200,6 @@ func TestHugeBinLength(t *testing.T) {
 // overflows the goroutine stack: a fatal error that kills the process, not
 // a recoverable panic. See the fix in the transport report.
 func TestDeepNesting(t *testing.T) {
-	t.Skip("known bug in codec.go decoder.rest: remove this Skip with the fix")
 	body := append([]byte{0x96, 1, 1, 0xa0, 0xa0, 0}, bytes.Repeat([]byte{0x91}, 100_000)...)
 	body = append(body, 0xc0)
 	if _, err := wire.Decode(wire.KindHello, body); err == nil {

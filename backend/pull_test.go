@@ -1,0 +1,138 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/inproc"
+	"github.com/symphony-serving/symphony/transport/tcp"
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// incast is the paper's §5.5 incast: one backend pulls one batch whose
+// inputs sit on several frontends at once.
+type incast struct {
+	puller *tcpPuller
+	refs   []wire.InputRef // refs[i] lives on frontend i+1
+	want   [][]byte
+}
+
+func newIncast(tb testing.TB, n transport.Network, addr string, frontends, size int) *incast {
+	tb.Helper()
+	ic := &incast{puller: newTCPPuller(n, "bench-backend", transport.DefaultBackoff(), zerolog.Nop())}
+	tb.Cleanup(ic.puller.closeAll)
+	for f := 1; f <= frontends; f++ {
+		store := frontend.NewInputStore(8<<20, 64<<20)
+		ln, err := frontend.ServeInputs(n, addr, store, nil, zerolog.Nop())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = ln.Close() })
+		buf := make([]byte, size)
+		for i := range buf {
+			buf[i] = byte(f + i)
+		}
+		ref, err := store.Put(uint64(f), buf)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ic.refs = append(ic.refs, ref)
+		ic.want = append(ic.want, buf)
+		ic.puller.up(uint32(f), ln.Addr())
+	}
+	return ic
+}
+
+// pull reads every frontend's input in parallel, as startPlan does, and
+// returns when all are in.
+func (ic *incast) pull(ctx context.Context) ([][]byte, error) {
+	out := make([][]byte, len(ic.refs))
+	errs := make(chan error, len(ic.refs))
+	for i := range ic.refs {
+		go func(i int) {
+			dst := make([][]byte, 1)
+			err := ic.puller.Read(ctx, uint32(i+1), ic.refs[i:i+1], dst)
+			out[i] = dst[0]
+			errs <- err
+		}(i)
+	}
+	var first error
+	for range ic.refs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return out, first
+}
+
+func TestPullReadsTheRightBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		net  transport.Network
+		addr string
+	}{{"inproc", inproc.New(), ""}, {"tcp", tcp.New(tcp.Default()), "127.0.0.1:0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ic := newIncast(t, tc.net, tc.addr, 4, 150_000)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got, err := ic.pull(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], ic.want[i]) {
+					t.Fatalf("frontend %d: got %d bytes, not the input", i+1, len(got[i]))
+				}
+			}
+			// A read of a slot whose key does not match is missing, not
+			// another request's bytes.
+			stale := ic.refs[0]
+			stale.Key++
+			dst := make([][]byte, 1)
+			if err := ic.puller.Read(ctx, 1, []wire.InputRef{stale}, dst); err != nil || dst[0] != nil {
+				t.Fatalf("stale read: %v, %d bytes", err, len(dst[0]))
+			}
+		})
+	}
+}
+
+// BenchmarkPullIncast pulls a batch of 8 inputs of 150 KB from 8 frontends
+// over loopback TCP (the paper's §5.5 incast) and reports the batch pull
+// time's p50, p99 and p99.99 in microseconds.
+//
+//	go test -run '^$' -bench PullIncast -benchtime 20000x ./backend/
+func BenchmarkPullIncast(b *testing.B) {
+	ic := newIncast(b, tcp.New(tcp.Default()), "127.0.0.1:0", 8, 150_000)
+	ctx := context.Background()
+	if _, err := ic.pull(ctx); err != nil { // connect and warm up
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.SetBytes(8 * 150_000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := ic.pull(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	q := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds())
+	}
+	b.ReportMetric(q(0.5), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(q(0.9999), "p99.99-µs")
+	if len(lat) >= 10000 {
+		b.Logf("%d batches: p50 %.0fµs p99 %.0fµs p99.99 %.0fµs (p99.99/p50 = %.2f)", len(lat), q(0.5), q(0.99), q(0.9999), q(0.9999)/q(0.5))
+	}
+}
