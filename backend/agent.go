@@ -105,7 +105,6 @@ type job struct {
 	why    []string // why inputs[i] is missing
 	closed bool     // the worker stopped waiting; late pulls are ignored
 	pulled chan struct{}
-	left   int
 	// cancelPulls stops pulls the worker no longer waits for.
 	cancelPulls context.CancelFunc
 }
@@ -264,45 +263,46 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	a.stats.Plans.Add(1)
 	a.stats.Requests.Add(uint64(len(p.Tasks)))
 	j := &job{s: s, plan: p, model: model, inputs: make([][]byte, len(p.Tasks)), why: make([]string, len(p.Tasks)), pulled: make(chan struct{})}
-	// Group the reads by frontend: one Read per frontend, all in parallel.
+	// Group the reads by frontend: one Read per frontend, all sent at
+	// once by one pool task, which then collects the replies.
 	byFrontend := map[uint32][]int{}
 	for i := range p.Tasks {
 		byFrontend[p.Tasks[i].Frontend] = append(byFrontend[p.Tasks[i].Frontend], i)
 	}
-	j.left = len(byFrontend)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, p.Deadline))
 	j.cancelPulls = cancel
-	for fid, idx := range byFrontend {
-		fid, idx := fid, idx
-		task := func() {
-			ops := make([]wire.InputRef, len(idx))
+	task := func() {
+		reads := make([]PullRead, 0, len(byFrontend))
+		idxs := make([][]int, 0, len(byFrontend))
+		for fid, idx := range byFrontend {
+			r := PullRead{Frontend: fid, Ops: make([]wire.InputRef, len(idx)), Dst: make([][]byte, len(idx))}
 			for k, i := range idx {
-				ops[k] = p.Tasks[i].Input
+				r.Ops[k] = p.Tasks[i].Input
 			}
-			dst := make([][]byte, len(idx))
-			err := a.pull.Read(ctx, fid, ops, dst)
-			j.mu.Lock()
-			if !j.closed {
-				for k, i := range idx {
+			reads = append(reads, r)
+			idxs = append(idxs, idx)
+		}
+		errs := a.pull.ReadAll(ctx, reads)
+		j.mu.Lock()
+		if !j.closed {
+			for n, r := range reads {
+				for k, i := range idxs[n] {
 					switch {
-					case err != nil:
-						j.why[i] = err.Error()
-					case dst[k] == nil:
+					case errs[n] != nil:
+						j.why[i] = errs[n].Error()
+					case r.Dst[k] == nil:
 						j.why[i] = "input no longer held by its frontend"
 					default:
-						j.inputs[i] = dst[k]
+						j.inputs[i] = r.Dst[k]
 					}
 				}
 			}
-			j.left--
-			if j.left == 0 {
-				close(j.pulled)
-			}
-			j.mu.Unlock()
 		}
-		if err := a.pool.Submit(task); err != nil {
-			go task() // pool closed or full: still pull
-		}
+		close(j.pulled)
+		j.mu.Unlock()
+	}
+	if err := a.pool.Submit(task); err != nil {
+		go task() // pool closed or full: still pull
 	}
 	select {
 	case a.gpus[local].jobs <- j:

@@ -169,9 +169,52 @@ func (p *tcpPuller) peer(id uint32) *peer {
 
 // Read implements Puller.
 func (p *tcpPuller) Read(ctx context.Context, frontend uint32, ops []wire.InputRef, dst [][]byte) error {
+	errs := p.ReadAll(ctx, []PullRead{{Frontend: frontend, Ops: ops, Dst: dst}})
+	return errs[0]
+}
+
+// PullRead is one frontend's share of a batch's reads.
+type PullRead struct {
+	Frontend uint32
+	Ops      []wire.InputRef
+	Dst      [][]byte
+}
+
+// ReadAll sends every frontend its Read first, then waits for the replies:
+// one goroutine drives the whole incast, so the batch waits for its slowest
+// frontend and for nothing else. errs[i] is reads[i]'s error.
+func (p *tcpPuller) ReadAll(ctx context.Context, reads []PullRead) (errs []error) {
+	errs = make([]error, len(reads))
+	type pending struct {
+		ch     chan *wire.ReadReply
+		forget func()
+	}
+	waits := make([]pending, len(reads))
+	for i, r := range reads {
+		ch, forget, err := p.issue(ctx, r.Frontend, r.Ops)
+		errs[i], waits[i] = err, pending{ch, forget}
+	}
+	for i, r := range reads {
+		if errs[i] != nil {
+			continue
+		}
+		select {
+		case rep, ok := <-waits[i].ch:
+			errs[i] = fill(rep, ok, r.Ops, r.Dst)
+		case <-ctx.Done():
+			waits[i].forget()
+			errs[i] = ctx.Err()
+		}
+	}
+	return errs
+}
+
+// issue sends a Read to frontend and returns the channel its reply will
+// come on, waiting for the data connection if it is still being dialed.
+func (p *tcpPuller) issue(ctx context.Context, frontend uint32, ops []wire.InputRef) (chan *wire.ReadReply, func(), error) {
 	pe := p.peer(frontend)
 	if pe == nil {
-		return errNoFrontend
+		return nil, nil, errNoFrontend
 	}
 	ch := make(chan *wire.ReadReply, 1)
 	pe.mu.Lock()
@@ -183,7 +226,7 @@ func (p *tcpPuller) Read(ctx context.Context, frontend uint32, ops []wire.InputR
 		select {
 		case <-up:
 		case <-ctx.Done():
-			return errNoFrontend
+			return nil, nil, errNoFrontend
 		}
 		pe.mu.Lock()
 	}
@@ -199,30 +242,29 @@ func (p *tcpPuller) Read(ctx context.Context, frontend uint32, ops []wire.InputR
 	}
 	if err := c.Send(&wire.Read{Seq: seq, Ops: ops}); err != nil {
 		forget()
-		return err
+		return nil, nil, err
 	}
-	select {
-	case rep, ok := <-ch:
-		if !ok {
-			return errNoFrontend
-		}
-		if len(rep.Data) != len(ops) {
-			return fmt.Errorf("read reply has %d inputs for %d reads", len(rep.Data), len(ops))
-		}
-		for i, b := range rep.Data {
-			if b == nil {
-				b = []byte{} // an empty input is not a missing one
-			}
-			dst[i] = b
-		}
-		for _, i := range rep.Missing {
-			dst[i] = nil
-		}
-		return nil
-	case <-ctx.Done():
-		forget()
-		return ctx.Err()
+	return ch, forget, nil
+}
+
+// fill copies a reply into dst; ok is false if the connection closed first.
+func fill(rep *wire.ReadReply, ok bool, ops []wire.InputRef, dst [][]byte) error {
+	if !ok {
+		return errNoFrontend
 	}
+	if len(rep.Data) != len(ops) {
+		return fmt.Errorf("read reply has %d inputs for %d reads", len(rep.Data), len(ops))
+	}
+	for i, b := range rep.Data {
+		if b == nil {
+			b = []byte{} // an empty input is not a missing one
+		}
+		dst[i] = b
+	}
+	for _, i := range rep.Missing {
+		dst[i] = nil
+	}
+	return nil
 }
 
 // send queues results for frontend; they are dropped if its data

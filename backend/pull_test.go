@@ -50,26 +50,21 @@ func newIncast(tb testing.TB, n transport.Network, addr string, frontends, size 
 	return ic
 }
 
-// pull reads every frontend's input in parallel, as startPlan does, and
+// pull reads every frontend's input at once, as startPlan does, and
 // returns when all are in.
 func (ic *incast) pull(ctx context.Context) ([][]byte, error) {
-	out := make([][]byte, len(ic.refs))
-	errs := make(chan error, len(ic.refs))
+	reads := make([]PullRead, len(ic.refs))
 	for i := range ic.refs {
-		go func(i int) {
-			dst := make([][]byte, 1)
-			err := ic.puller.Read(ctx, uint32(i+1), ic.refs[i:i+1], dst)
-			out[i] = dst[0]
-			errs <- err
-		}(i)
+		reads[i] = PullRead{Frontend: uint32(i + 1), Ops: ic.refs[i : i+1], Dst: make([][]byte, 1)}
 	}
-	var first error
-	for range ic.refs {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	out := make([][]byte, len(ic.refs))
+	for i, err := range ic.puller.ReadAll(ctx, reads) {
+		if err != nil {
+			return nil, err
 		}
+		out[i] = reads[i].Dst[0]
 	}
-	return out, first
+	return out, nil
 }
 
 func TestPullReadsTheRightBytes(t *testing.T) {

@@ -169,7 +169,10 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s\n", fc.Name, addr, client.DataAddr())
+	// Announce the gateway once it can serve: connected to the scheduler.
+	if client.WaitReady(ctx) == nil {
+		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s\n", fc.Name, addr, client.DataAddr())
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
