@@ -47,3 +47,16 @@ func TestCoalescerDeliversEverythingOnce(t *testing.T) {
 	}
 	t.Logf("8000 items in %d batches", batches)
 }
+
+func TestBackoffGrowsToItsCap(t *testing.T) {
+	b := Backoff{Min: 10, Max: 100, Factor: 2}
+	want := []int{10, 20, 40, 80, 100, 100}
+	for i, w := range want {
+		if d := b.Delay(i, nil); int(d) != w {
+			t.Errorf("attempt %d: %v, want %d", i, d, w)
+		}
+	}
+	if err := (Backoff{Min: 10, Max: 5, Factor: 2}).Validate(); err == nil {
+		t.Error("max below min accepted")
+	}
+}

@@ -41,7 +41,12 @@ type Config struct {
 	Backends, GPUsPerBackend int
 	// Frontends is how many frontend clients to start.
 	Frontends int
-	Log       zerolog.Logger
+	// Executor, if set, makes each backend's executor (default: emulated
+	// GPUs), for fault injection.
+	Executor func() backend.Executor
+	// Preprocess, if set, is every frontend's preprocessing hook.
+	Preprocess frontend.Preprocessor
+	Log        zerolog.Logger
 }
 
 // LiveDelayFloor is the least the real-time scheduler budgets for each
@@ -140,6 +145,9 @@ func (c *Cluster) waitGPUs(ctx context.Context, n int) error {
 func (c *Cluster) StartBackend(ctx context.Context, name string) (*backend.Agent, error) {
 	bc := backend.Default()
 	bc.SchedulerAddr, bc.Name, bc.GPUs, bc.Network, bc.Log = c.Scheduler.Addr(), name, c.cfg.GPUsPerBackend, c.cfg.Network, c.cfg.Log
+	if c.cfg.Executor != nil {
+		bc.Executor = c.cfg.Executor()
+	}
 	a, err := backend.Start(bc)
 	if err != nil {
 		return nil, err
@@ -156,6 +164,7 @@ func (c *Cluster) StartBackend(ctx context.Context, name string) (*backend.Agent
 func (c *Cluster) StartFrontend(ctx context.Context, name string) (*frontend.Client, error) {
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = c.Scheduler.Addr(), name, c.cfg.Network, c.cfg.Log
+	fc.Preprocess = c.cfg.Preprocess
 	if c.cfg.DataAddr != "" {
 		fc.DataAddr = c.cfg.DataAddr
 	}
