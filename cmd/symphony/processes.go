@@ -117,10 +117,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	log := processLogger(stderr, *verbose)
 	bc := backend.Default()
 	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, newNetwork(log)
-	bc.Name = *name
-	if bc.Name == "" {
-		bc.Name = fmt.Sprintf("backend-%d", os.Getpid())
-	}
+	bc.Name = processName(*name, "backend")
 	a, err := backend.Start(bc)
 	if err != nil {
 		return err
@@ -154,10 +151,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	log := processLogger(stderr, *verbose)
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, newNetwork(log)
-	fc.Name = *name
-	if fc.Name == "" {
-		fc.Name = fmt.Sprintf("frontend-%d", os.Getpid())
-	}
+	fc.Name = processName(*name, "frontend")
 	client, err := frontend.New(fc)
 	if err != nil {
 		return err
@@ -213,6 +207,14 @@ func (g gatewayClient) Model(name string) (gateway.ModelInfo, bool) {
 }
 
 func (g gatewayClient) Ready() bool { return g.c.Connected() }
+
+// processName is name, or ROLE-PID when none was given.
+func processName(name, role string) string {
+	if name != "" {
+		return name
+	}
+	return fmt.Sprintf("%s-%d", role, os.Getpid())
+}
 
 // processLogger logs at info level for long-running processes (joins,
 // leaves, failures), debug with -v.
