@@ -123,7 +123,9 @@ func Start(cfg Config) (*Agent, error) {
 	if cfg.Executor == nil {
 		cfg.Executor = NewEmulated()
 	}
-	pool, err := ants.NewPool(cfg.Pullers)
+	// Nonblocking: a full pool must not stall the scheduler connection's
+	// handler; startPlan then pulls on a goroutine of its own.
+	pool, err := ants.NewPool(cfg.Pullers, ants.WithNonblocking(true))
 	if err != nil {
 		return nil, fmt.Errorf("backend: pull pool: %w", err)
 	}
@@ -312,7 +314,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		j.mu.Lock()
 		j.closed = true
 		j.mu.Unlock()
-		a.finish(j, nil, "GPU queue full", time.Now(), time.Now())
+		a.finish(j, nil, "GPU queue full", time.Time{}, time.Time{})
 	}
 }
 
@@ -393,13 +395,27 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 // finish sends each request's result (or failure) to its frontend and
 // reports the GPU free. outs[i] is nil for a request that did not run;
 // execErr, if set, fails every request that had its input.
+//
+// A zero finished time means the GPU did not run the plan: the scheduler
+// is not to correct the GPU's free time from it.
 func (a *Agent) finish(j *job, outs [][]byte, execErr string, started, finished time.Time) {
 	p := j.plan
+	if j.s.dead.Load() {
+		// The scheduler already failed this plan's requests when the
+		// session died; results now could only reach the wrong request.
+		return
+	}
+	unix := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixNano()
+	}
 	byFrontend := map[uint32][]wire.Result{}
 	failed := 0
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
-		r := wire.Result{ID: t.ID, BatchSize: uint32(len(p.Tasks)), StartedAt: started.UnixNano(), FinishedAt: finished.UnixNano()}
+		r := wire.Result{ID: t.ID, BatchSize: uint32(len(p.Tasks)), StartedAt: unix(started), FinishedAt: unix(finished)}
 		switch {
 		case outs != nil && outs[i] != nil:
 			r.Output = outs[i]
@@ -417,5 +433,5 @@ func (a *Agent) finish(j *job, outs [][]byte, execErr string, started, finished 
 		a.pull.send(fid, rs)
 	}
 	a.stats.Failed.Add(uint64(failed))
-	_ = j.s.conn.Send(&wire.GPUFree{GPU: p.GPU, Plan: p.ID, StartedAt: started.UnixNano(), FinishedAt: finished.UnixNano(), Failed: uint32(failed)})
+	_ = j.s.conn.Send(&wire.GPUFree{GPU: p.GPU, Plan: p.ID, StartedAt: unix(started), FinishedAt: unix(finished), Failed: uint32(failed)})
 }

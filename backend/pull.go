@@ -110,10 +110,12 @@ func (p *tcpPuller) closeAll() {
 
 func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 	closed := make(chan struct{})
+	gone := false // the connection closed, perhaps before Dial returned; under pe.mu
 	h := transport.HandlerFuncs{
 		Message: func(_ transport.Conn, m wire.Message) { pe.onMessage(m) },
 		Closed: func(c transport.Conn, err error) {
 			pe.mu.Lock()
+			gone = true
 			if pe.conn == c {
 				pe.conn = nil
 				pe.upCh = make(chan struct{})
@@ -134,8 +136,10 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 		return err
 	}
 	pe.mu.Lock()
-	pe.conn = conn
-	close(pe.upCh)
+	if !gone {
+		pe.conn = conn
+		close(pe.upCh)
+	}
 	pe.mu.Unlock()
 	select {
 	case <-closed:

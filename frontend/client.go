@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,6 +180,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("frontend: serve inputs on %s: %w", cfg.DataAddr, err)
 	}
 	c.data = ln
+	// Request IDs start at a random point, so that a restarted frontend
+	// (or one that took over a departed frontend's ID) never has a result
+	// meant for its predecessor's request of the same number.
+	c.nextID.Store(rand.Uint64() >> 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopLoop, c.loopDone = cancel, make(chan struct{})
 	go func() {
@@ -235,10 +240,15 @@ func (c *Client) Model(name string) (ModelInfo, bool) {
 func (c *Client) dialScheduler(ctx context.Context) error {
 	closed := make(chan struct{})
 	var sess *session
+	var sessMu sync.Mutex // held from before Dial until sess is published
+	sessMu.Lock()
 	h := transport.HandlerFuncs{
 		Message: c.onSchedulerMessage,
 		Closed: func(conn transport.Conn, err error) {
-			c.endSession(sess)
+			sessMu.Lock()
+			s := sess
+			sessMu.Unlock()
+			c.endSession(s)
 			close(closed)
 		},
 	}
@@ -247,6 +257,7 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	conn, welcome, err := c.cfg.Network.Dial(dctx, c.cfg.SchedulerAddr, hello, h)
 	cancel()
 	if err != nil {
+		sessMu.Unlock()
 		return err
 	}
 	sess = &session{conn: conn}
@@ -262,6 +273,7 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	}
 	c.session = sess
 	c.mu.Unlock()
+	sessMu.Unlock() // a Closed callback now ends this very session
 	c.readyOne.Do(func() { close(c.readyCh) })
 	c.log.Info().Str("scheduler", c.cfg.SchedulerAddr).Uint32("id", welcome.ID).Int("models", len(welcome.Models)).Msg("connected")
 	select {
@@ -383,7 +395,9 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	pre := c.cfg.Preprocess
 	size := len(input)
 	if pre != nil {
-		size = pre.OutputSize(model, input)
+		if size = pre.OutputSize(model, input); size < 0 {
+			return c.failEarly(call, fmt.Errorf("frontend: preprocessor gave a negative input size %d for %q", size, model))
+		}
 	}
 	var ref wire.InputRef
 	var buf []byte
@@ -403,6 +417,9 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		if ready != nil {
+			ready(ErrClosed)
+		}
 		c.store.Release(call.id)
 		return c.failEarly(call, ErrClosed)
 	}
@@ -497,7 +514,10 @@ func (c *Client) Close() error {
 func (c *Client) onResults(conn transport.Conn, m *wire.Results) {
 	for i := range m.Results {
 		r := &m.Results[i]
-		t := Timing{Started: time.Unix(0, r.StartedAt), Finished: time.Unix(0, r.FinishedAt), BatchSize: int(r.BatchSize)}
+		t := Timing{BatchSize: int(r.BatchSize)}
+		if r.StartedAt != 0 { // 0: the batch never ran
+			t.Started, t.Finished = time.Unix(0, r.StartedAt), time.Unix(0, r.FinishedAt)
+		}
 		if r.Code != 0 {
 			c.finish(r.ID, nil, c.endError(r.ID, r.Code, r.Detail, conn.RemoteAddr()), t)
 			continue

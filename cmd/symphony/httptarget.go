@@ -80,7 +80,7 @@ func (t *httpTarget) infer(ctx context.Context, model string, input []byte) ([]b
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		if n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length")); err == nil && n <= len(data) {
+		if n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length")); err == nil && n >= 0 && n <= len(data) {
 			return data[n:], nil
 		}
 		return data, nil

@@ -340,9 +340,8 @@ func (r *rankThread) run() {
 		returns, mb.returns = mb.returns, returns[:0]
 		ops, mb.gpuOps = mb.gpuOps, ops[:0]
 		mb.Unlock()
-		for _, ret := range returns {
-			r.core.Return(ret)
-		}
+		// GPU changes first: a correction sent before a later plan's
+		// return must not override the free time that return brings.
 		for _, op := range ops {
 			switch op.kind {
 			case gpuEnable:
@@ -352,6 +351,9 @@ func (r *rankThread) run() {
 			case gpuCorrect:
 				r.core.CorrectFreeAt(op.gpu, op.freeAt)
 			}
+		}
+		for _, ret := range returns {
+			r.core.Return(ret)
 		}
 		for i, m := range changed {
 			r.core.Update(m, cands[i])

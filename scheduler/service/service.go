@@ -326,6 +326,13 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 			continue
 		}
 		dl := s.toSched(t.Deadline)
+		if slo := s.specs[t.Model].SLO; t.Deadline > s.toUnix(now.Add(slo+time.Second)) || t.Deadline < s.epochUnix {
+			// A frontend may shorten a deadline, never lengthen it: a
+			// far-off (or overflowing) one is a bad request, not a
+			// request to keep queued forever.
+			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndBadRequest, Detail: "deadline beyond the model's SLO"})
+			continue
+		}
 		if dl <= now {
 			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndDropDeadline, Detail: "deadline passed before the scheduler saw it"})
 			continue
@@ -415,11 +422,13 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 		}
 		st := &s.gpus[g]
 		delete(st.outstanding, m.Plan)
-		latest := st.lastPlan == m.Plan
-		s.mu.Unlock()
-		if latest {
+		// Only the GPU's latest plan says when it frees; and the
+		// correction goes out under the lock, so that it reaches the
+		// rank before the return of any plan made after this check.
+		if st.lastPlan == m.Plan && m.FinishedAt != 0 {
 			s.sched.CorrectFreeAt(g, s.toSched(m.FinishedAt))
 		}
+		s.mu.Unlock()
 		if m.Failed > 0 {
 			s.count(func(st *Stats) { st.Failed += uint64(m.Failed) })
 		}
