@@ -400,11 +400,6 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 // is not to correct the GPU's free time from it.
 func (a *Agent) finish(j *job, outs [][]byte, execErr string, started, finished time.Time) {
 	p := j.plan
-	if j.s.dead.Load() {
-		// The scheduler already failed this plan's requests when the
-		// session died; results now could only reach the wrong request.
-		return
-	}
 	unix := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
@@ -433,5 +428,8 @@ func (a *Agent) finish(j *job, outs [][]byte, execErr string, started, finished 
 		a.pull.send(fid, rs)
 	}
 	a.stats.Failed.Add(uint64(failed))
+	// After the session died this Send fails; the results above still
+	// reach their frontends (request IDs are unique per frontend, so a
+	// late result can only end its own request, or be ignored).
 	_ = j.s.conn.Send(&wire.GPUFree{GPU: p.GPU, Plan: p.ID, StartedAt: unix(started), FinishedAt: unix(finished), Failed: uint32(failed)})
 }
