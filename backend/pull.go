@@ -73,8 +73,17 @@ func (p *tcpPuller) up(id uint32, addr string) {
 		pe.mu.Lock()
 		c := pe.conn
 		pe.mu.Unlock()
-		if c == nil || c.Send(&wire.Results{Results: rs}) != nil {
-			p.log.Debug().Uint32("frontend", id).Int("results", len(rs)).Msg("results not delivered: no data connection")
+		for len(rs) > 0 {
+			n, size := 0, 0
+			for n < len(rs) && (n == 0 || size+len(rs[n].Output) <= maxReplyBytes) {
+				size += len(rs[n].Output)
+				n++
+			}
+			if c == nil || c.Send(&wire.Results{Results: rs[:n]}) != nil {
+				// The frontend ends these requests itself, by its deadline.
+				p.log.Debug().Uint32("frontend", id).Int("results", n).Msg("results not delivered: no data connection")
+			}
+			rs = rs[n:]
 		}
 	})
 	p.peers[id] = pe
@@ -190,28 +199,49 @@ type PullRead struct {
 func (p *tcpPuller) ReadAll(ctx context.Context, reads []PullRead) (errs []error) {
 	errs = make([]error, len(reads))
 	type pending struct {
-		ch     chan *wire.ReadReply
-		forget func()
+		read     int // index into reads
+		from, to int // the ops of reads[read] this Read covers
+		ch       chan *wire.ReadReply
+		forget   func()
+		err      error
 	}
-	waits := make([]pending, len(reads))
+	var waits []pending
 	for i, r := range reads {
-		ch, forget, err := p.issue(ctx, r.Frontend, r.Ops)
-		errs[i], waits[i] = err, pending{ch, forget}
-	}
-	for i, r := range reads {
-		if errs[i] != nil {
-			continue
+		// Split a frontend's reads so that no reply frame comes near the
+		// frame limit.
+		for from := 0; from < len(r.Ops); {
+			to, size := from, 0
+			for to < len(r.Ops) && (to == from || size+int(r.Ops[to].Length) <= maxReplyBytes) {
+				size += int(r.Ops[to].Length)
+				to++
+			}
+			ch, forget, err := p.issue(ctx, r.Frontend, r.Ops[from:to])
+			waits = append(waits, pending{read: i, from: from, to: to, ch: ch, forget: forget, err: err})
+			from = to
 		}
-		select {
-		case rep, ok := <-waits[i].ch:
-			errs[i] = fill(rep, ok, r.Ops, r.Dst)
-		case <-ctx.Done():
-			waits[i].forget()
-			errs[i] = ctx.Err()
+	}
+	for _, w := range waits {
+		r := reads[w.read]
+		err := w.err
+		if err == nil {
+			select {
+			case rep, ok := <-w.ch:
+				err = fill(rep, ok, r.Ops[w.from:w.to], r.Dst[w.from:w.to])
+			case <-ctx.Done():
+				w.forget()
+				err = ctx.Err()
+			}
+		}
+		if err != nil && errs[w.read] == nil {
+			errs[w.read] = err
 		}
 	}
 	return errs
 }
+
+// maxReplyBytes bounds the input bytes one Read asks for, and the output
+// bytes one Results frame carries, well under wire.DefaultMaxFrame.
+const maxReplyBytes = 32 << 20
 
 // issue sends a Read to frontend and returns the channel its reply will
 // come on, waiting for the data connection if it is still being dialed.

@@ -131,3 +131,38 @@ func BenchmarkPullIncast(b *testing.B) {
 		b.Logf("%d batches: p50 %.0fµs p99 %.0fµs p99.99 %.0fµs (p99.99/p50 = %.2f)", len(lat), q(0.5), q(0.99), q(0.9999), q(0.9999)/q(0.5))
 	}
 }
+
+// Reads of more bytes than one reply frame may carry are split, and all
+// come back.
+func TestPullSplitsLargeReads(t *testing.T) {
+	n := inproc.New()
+	store := frontend.NewInputStore(8<<20, 256<<20)
+	ln, err := frontend.ServeInputs(n, "", store, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := newTCPPuller(n, "b", transport.DefaultBackoff(), zerolog.Nop())
+	defer p.closeAll()
+	p.up(1, ln.Addr())
+	var ops []wire.InputRef
+	for i := 0; i < 5; i++ { // 5 × 10 MiB: two reads of 30 and 20 MiB
+		in := bytes.Repeat([]byte{byte(i)}, 10<<20)
+		ref, err := store.Put(uint64(i+1), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, ref)
+	}
+	dst := make([][]byte, len(ops))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Read(ctx, 1, ops, dst); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range dst {
+		if len(b) != 10<<20 || b[0] != byte(i) || b[len(b)-1] != byte(i) {
+			t.Fatalf("input %d: %d bytes", i, len(b))
+		}
+	}
+}
