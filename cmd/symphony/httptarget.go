@@ -14,6 +14,7 @@ import (
 
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/gateway"
 )
 
 // httpTarget drives a frontend's KServe v2 gateway: each request is a POST
@@ -50,10 +51,32 @@ func newHTTPTarget(ctx context.Context, base string, w *workload.Workload) (*htt
 
 // Go implements loadgen.Target.
 func (t *httpTarget) Go(ctx context.Context, model string, input []byte, _ ...frontend.CallOption) *frontend.Call {
-	return frontend.Async(model, func() ([]byte, error) { return t.infer(ctx, model, input) })
+	return frontend.Async(model, func() ([]byte, frontend.Timing, error) { return t.infer(ctx, model, input) })
 }
 
-func (t *httpTarget) infer(ctx context.Context, model string, input []byte) ([]byte, error) {
+// infer posts one request. The gateway reports the request's batch as
+// response parameters, which become the call's timing.
+func (t *httpTarget) infer(ctx context.Context, model string, input []byte) (out []byte, tm frontend.Timing, err error) {
+	out, head, err := t.post(ctx, model, input)
+	if err != nil || len(head) == 0 {
+		return out, tm, err
+	}
+	var resp struct {
+		Parameters map[string]int64 `json:"parameters"`
+	}
+	if json.Unmarshal(head, &resp) == nil {
+		p := resp.Parameters
+		if p[gateway.ParamBatchSize] > 0 && p[gateway.ParamBatchStarted] > 0 {
+			tm.BatchSize = int(p[gateway.ParamBatchSize])
+			tm.Started, tm.Finished = time.Unix(0, p[gateway.ParamBatchStarted]), time.Unix(0, p[gateway.ParamBatchFinished])
+		}
+	}
+	return out, tm, nil
+}
+
+// post sends the request and returns the output and the response's JSON
+// header, or the typed error its status maps to.
+func (t *httpTarget) post(ctx context.Context, model string, input []byte) ([]byte, []byte, error) {
 	header, _ := json.Marshal(map[string]any{
 		"inputs": []map[string]any{{
 			"name": "input0", "datatype": "UINT8", "shape": []int{len(input)},
@@ -65,38 +88,38 @@ func (t *httpTarget) infer(ctx context.Context, model string, input []byte) ([]b
 	body = append(append(body, header...), input...)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+"/v2/models/"+url.PathEscape(model)+"/infer", bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return nil, &frontend.BackendError{Model: model, Cause: err.Error()}
+		return nil, nil, &frontend.BackendError{Model: model, Cause: err.Error()}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, &frontend.BackendError{Model: model, Cause: err.Error()}
+		return nil, nil, &frontend.BackendError{Model: model, Cause: err.Error()}
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length")); err == nil && n >= 0 && n <= len(data) {
-			return data[n:], nil
+			return data[n:], data[:n], nil
 		}
-		return data, nil
+		return data, nil, nil
 	case http.StatusServiceUnavailable:
 		reason := frontend.DropOverload
 		switch {
 		case bytes.Contains(data, []byte("deadline")):
 			reason = frontend.DropDeadline
 		case bytes.Contains(data, []byte("not connected")):
-			return nil, frontend.ErrNotConnected
+			return nil, nil, frontend.ErrNotConnected
 		}
-		return nil, &frontend.DropError{Model: model, Reason: reason}
+		return nil, nil, &frontend.DropError{Model: model, Reason: reason}
 	case http.StatusNotFound:
-		return nil, fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
+		return nil, nil, fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
 	case http.StatusBadGateway:
-		return nil, &frontend.BackendError{Model: model, Cause: strings.TrimSpace(string(data))}
+		return nil, nil, &frontend.BackendError{Model: model, Cause: strings.TrimSpace(string(data))}
 	}
-	return nil, fmt.Errorf("gateway: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+	return nil, nil, fmt.Errorf("gateway: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
 }

@@ -201,6 +201,13 @@ func (g gatewayClient) Infer(ctx context.Context, model string, input []byte) ([
 	return g.c.Infer(ctx, model, input)
 }
 
+func (g gatewayClient) InferTimed(ctx context.Context, model string, input []byte) ([]byte, gateway.Batch, error) {
+	call := g.c.Go(ctx, model, input)
+	<-call.Done()
+	t := call.Timing
+	return call.Output, gateway.Batch{Size: t.BatchSize, Started: t.Started, Finished: t.Finished}, call.Err
+}
+
 func (g gatewayClient) Model(name string) (gateway.ModelInfo, bool) {
 	m, ok := g.c.Model(name)
 	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.c.Connected()}, ok

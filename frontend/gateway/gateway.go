@@ -242,7 +242,13 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var out []byte
-	if out, err = g.inf.Infer(ctx, model, req.Input); err != nil {
+	var batch Batch
+	if ti, ok := g.inf.(TimedInferer); ok {
+		out, batch, err = ti.InferTimed(ctx, model, req.Input)
+	} else {
+		out, err = g.inf.Infer(ctx, model, req.Input)
+	}
+	if err != nil {
 		var retry bool
 		status, retry = errorStatus(ctx, err)
 		switch {
@@ -262,7 +268,7 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, nOut = http.StatusOK, len(out)
-	writeInferResponse(w, model, r.PathValue("version"), req, out)
+	writeInferResponse(w, model, r.PathValue("version"), req, out, batch)
 }
 
 // statusClientGone is the status logged, never written, for a request
@@ -361,12 +367,34 @@ type inferResponse struct {
 	ModelName    string           `json:"model_name"`
 	ModelVersion string           `json:"model_version,omitempty"`
 	ID           string           `json:"id,omitempty"`
+	Parameters   map[string]int64 `json:"parameters,omitempty"`
 	Outputs      []responseTensor `json:"outputs"`
 }
 
+// TimedInferer is an Inferer that can also say how a request ran. The
+// gateway then returns the batch as response parameters: batch_size, and
+// batch_started_ns and batch_finished_ns (Unix ns), so that a remote load
+// generator can report batch sizes and GPU time as an embedded one does.
+type TimedInferer interface {
+	InferTimed(ctx context.Context, model string, input []byte) ([]byte, Batch, error)
+}
+
+// Batch is the batch a request ran in; the zero Batch says nothing.
+type Batch struct {
+	Size              int
+	Started, Finished time.Time
+}
+
+// Response parameter names for a request's batch.
+const (
+	ParamBatchSize     = "batch_size"
+	ParamBatchStarted  = "batch_started_ns"
+	ParamBatchFinished = "batch_finished_ns"
+)
+
 // writeInferResponse writes out as one [n] UINT8 tensor, in JSON or, if
 // the request asked for it, in the binary data form.
-func writeInferResponse(w http.ResponseWriter, model, version string, req *inferRequest, out []byte) {
+func writeInferResponse(w http.ResponseWriter, model, version string, req *inferRequest, out []byte, batch Batch) {
 	t := responseTensor{Name: req.OutputName, Datatype: "UINT8", Shape: []int{len(out)}}
 	if req.BinaryOutput {
 		t.Parameters = map[string]int{"binary_data_size": len(out)}
@@ -382,6 +410,11 @@ func writeInferResponse(w http.ResponseWriter, model, version string, req *infer
 		t.Data = append(data, ']')
 	}
 	resp := inferResponse{ModelName: model, ModelVersion: version, ID: req.ID, Outputs: []responseTensor{t}}
+	if batch.Size > 0 && !batch.Started.IsZero() {
+		resp.Parameters = map[string]int64{
+			ParamBatchSize: int64(batch.Size), ParamBatchStarted: batch.Started.UnixNano(), ParamBatchFinished: batch.Finished.UnixNano(),
+		}
+	}
 	if !req.BinaryOutput {
 		writeJSON(w, http.StatusOK, resp)
 		return

@@ -678,3 +678,45 @@ func TestOverHTTP(t *testing.T) {
 		t.Fatalf("disconnect logged as %s", line)
 	}
 }
+
+// timedFake also reports the batch each request ran in.
+type timedFake struct {
+	*fakeInferer
+	batch Batch
+}
+
+func (f timedFake) InferTimed(ctx context.Context, model string, input []byte) ([]byte, Batch, error) {
+	out, err := f.Infer(ctx, model, input)
+	return out, f.batch, err
+}
+
+func TestTimedInfererReportsTheBatch(t *testing.T) {
+	started := time.Unix(100, 5)
+	f := timedFake{newFake(), Batch{Size: 7, Started: started, Finished: started.Add(3 * time.Millisecond)}}
+	g, err := New(f, Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"inputs":[{"name":"x","datatype":"UINT8","shape":[2],"data":[1,2]}]}`)
+	rec := do(g, http.MethodPost, "/v2/models/resnet/infer", body, nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var resp struct {
+		Parameters map[string]int64 `json:"parameters"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{ParamBatchSize: 7, ParamBatchStarted: started.UnixNano(), ParamBatchFinished: started.Add(3 * time.Millisecond).UnixNano()}
+	for k, v := range want {
+		if resp.Parameters[k] != v {
+			t.Errorf("parameter %s = %d, want %d (%s)", k, resp.Parameters[k], v, rec.Body)
+		}
+	}
+	// A plain Inferer adds no parameters.
+	rec = do(newGateway(t, newFake(), nil), http.MethodPost, "/v2/models/resnet/infer", body, nil)
+	if bytes.Contains(rec.Body.Bytes(), []byte(ParamBatchSize)) {
+		t.Errorf("batch parameters without a TimedInferer: %s", rec.Body)
+	}
+}
