@@ -64,10 +64,13 @@ func (c Config) Validate() error {
 
 // Agent is a running backend.
 type Agent struct {
-	cfg   Config
-	log   zerolog.Logger
-	exec  Executor
-	pull  *tcpPuller
+	cfg  Config
+	log  zerolog.Logger
+	exec Executor
+	pull *tcpPuller // data connections: input reads and results
+	// reads is how batches get their inputs: pull over TCP today, an RDMA
+	// reader of the frontends' registered regions later.
+	reads Puller
 	pool  *ants.Pool
 	gpus  []*gpuWorker
 	stop  context.CancelFunc
@@ -135,6 +138,7 @@ func Start(cfg Config) (*Agent, error) {
 		pull: newTCPPuller(cfg.Network, cfg.Name, cfg.Backoff, log),
 		done: make(chan struct{}), ready: make(chan struct{}),
 	}
+	a.reads = a.pull
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
 	var wg sync.WaitGroup
@@ -284,7 +288,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 			reads = append(reads, r)
 			idxs = append(idxs, idx)
 		}
-		errs := a.pull.ReadAll(ctx, reads)
+		errs := a.reads.ReadAll(ctx, reads)
 		j.mu.Lock()
 		if !j.closed {
 			for n, r := range reads {

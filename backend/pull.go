@@ -18,10 +18,11 @@ import (
 // RDMA implementation (RDMA READ of the frontend's registered memory) can
 // replace the TCP one without changing the backend.
 type Puller interface {
-	// Read fills dst[i] with ops[i]'s bytes from frontend; a nil dst[i]
-	// after a nil error means that input is no longer there. It returns
-	// an error if the frontend could not be reached by ctx's deadline.
-	Read(ctx context.Context, frontend uint32, ops []wire.InputRef, dst [][]byte) error
+	// ReadAll fills each read's Dst[i] with its Ops[i]'s bytes, reading
+	// from every frontend at once; a nil Dst[i] where errs[k] is nil means
+	// that input is no longer there. errs[k] is set if reads[k]'s frontend
+	// could not be reached by ctx's deadline.
+	ReadAll(ctx context.Context, reads []PullRead) (errs []error)
 }
 
 // errNoFrontend: the frontend is unknown or its data connection is down.
@@ -180,7 +181,7 @@ func (p *tcpPuller) peer(id uint32) *peer {
 	return p.peers[id]
 }
 
-// Read implements Puller.
+// Read is ReadAll for one frontend.
 func (p *tcpPuller) Read(ctx context.Context, frontend uint32, ops []wire.InputRef, dst [][]byte) error {
 	errs := p.ReadAll(ctx, []PullRead{{Frontend: frontend, Ops: ops, Dst: dst}})
 	return errs[0]
@@ -193,7 +194,7 @@ type PullRead struct {
 	Dst      [][]byte
 }
 
-// ReadAll sends every frontend its Read first, then waits for the replies:
+// ReadAll implements Puller: it sends every frontend its Read first, then waits for the replies:
 // one goroutine drives the whole incast, so the batch waits for its slowest
 // frontend and for nothing else. errs[i] is reads[i]'s error.
 func (p *tcpPuller) ReadAll(ctx context.Context, reads []PullRead) (errs []error) {

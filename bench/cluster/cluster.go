@@ -49,32 +49,16 @@ type Config struct {
 	Log        zerolog.Logger
 }
 
-// LiveDelayFloor is the least the real-time scheduler budgets for each
-// network delay. A workload's delays describe the network the simulator
-// applies exactly; a live cluster also pays for goroutine hand-offs, timer
-// granularity (a Go timer fires up to ~1ms late) and a loaded CPU, so its
-// scheduler plans a batch to finish at least this much before the deadline
-// (Result) and to start this long after its grant (Ctrl).
-func LiveDelayFloor() scheduler.Delays {
-	return scheduler.Delays{Ctrl: 300 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond}
-}
-
-// LiveDelays returns d with each delay raised to at least the live floor.
-func LiveDelays(d scheduler.Delays) scheduler.Delays {
-	f := LiveDelayFloor()
-	return scheduler.Delays{Ctrl: max(d.Ctrl, f.Ctrl), DataPerRequest: max(d.DataPerRequest, f.DataPerRequest), Result: max(d.Result, f.Result)}
-}
-
 // FromWorkload fills the scheduler side of a Config from a workload file:
 // its models and policy, its network delays raised to the live floor
-// (LiveDelays), and its GPUs spread over backends of up to 4 GPUs each.
+// (service.LiveDelays), and its GPUs spread over backends of up to 4 GPUs each.
 func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Config, error) {
 	if w.Policy == scheduler.PolicyNexus {
 		return Config{}, errors.New("cluster: the nexus policy exists only in the simulator")
 	}
 	c := Config{
 		Network: n, Addr: addr, DataAddr: addr,
-		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: LiveDelays(w.Network),
+		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: service.LiveDelays(w.Network),
 		Frontends: 1, Log: zerolog.Nop(),
 	}
 	for _, m := range w.Models {

@@ -60,7 +60,7 @@ type tally struct {
 	reasons                      map[string]int
 }
 
-func (tl *tally) wait(calls []*frontend.Call, model uint32) {
+func (tl *tally) wait(calls []*frontend.Call) {
 	for _, c := range calls {
 		<-c.Done()
 		tl.mu.Lock()

@@ -54,7 +54,7 @@ func load(f *frontend.Client, models []string, gap time.Duration, stop <-chan st
 func checkEnded(t *testing.T, f *frontend.Client, calls []*frontend.Call) *tally {
 	t.Helper()
 	tl := &tally{}
-	tl.wait(calls, 0)
+	tl.wait(calls)
 	if tl.offered != tl.ok+tl.dropped+tl.failed {
 		t.Fatalf("offered %d != answered %d + dropped %d + failed %d", tl.offered, tl.ok, tl.dropped, tl.failed)
 	}

@@ -24,7 +24,7 @@ import (
 // of the bundled 1080Ti zoo at a light load on 4 emulated GPUs. The network
 // delays the scheduler budgets for are those of loopback TCP between five
 // processes on a shared CI machine, not of a datacenter network: with the
-// defaults raised to the live floor (cluster.LiveDelayFloor), 0-3.5% of the
+// defaults raised to the live floor (service.LiveDelayFloor), 0-3.5% of the
 // requests were late there beside other jobs; with these, under 0.5%.
 const walkthroughWorkload = `seed: 7
 duration: 2s

@@ -53,12 +53,28 @@ type Config struct {
 	Log         zerolog.Logger
 }
 
+// LiveDelayFloor is the least the real-time scheduler budgets for each
+// network delay. A workload's delays describe the network the simulator
+// applies exactly; a live cluster also pays for goroutine hand-offs, timer
+// granularity (a Go timer fires up to ~1ms late) and a loaded CPU, so its
+// scheduler plans a batch to finish at least this much before the deadline
+// (Result) and to start this long after its grant (Ctrl).
+func LiveDelayFloor() scheduler.Delays {
+	return scheduler.Delays{Ctrl: 300 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond}
+}
+
+// LiveDelays returns d with each delay raised to at least the live floor.
+func LiveDelays(d scheduler.Delays) scheduler.Delays {
+	f := LiveDelayFloor()
+	return scheduler.Delays{Ctrl: max(d.Ctrl, f.Ctrl), DataPerRequest: max(d.DataPerRequest, f.DataPerRequest), Result: max(d.Result, f.Result)}
+}
+
 // Default returns a configuration with the defaults filled in; Addr,
 // Network and Models remain to be set.
 func Default() Config {
 	return Config{
 		Policy:  scheduler.PolicySymphony,
-		Delays:  scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 50 * time.Microsecond, Result: 300 * time.Microsecond},
+		Delays:  LiveDelayFloor(),
 		MaxGPUs: 1024,
 		Log:     zerolog.Nop(),
 	}
@@ -111,28 +127,27 @@ type Service struct {
 	gpus         []gpuState
 	closed       bool
 
-	stats Stats
+	statsMu sync.Mutex
+	stats   Stats
 }
 
 // Stats count what the service did, for tests and logs.
 type Stats struct {
-	mu                                       sync.Mutex
 	Tasks, Planned, Dropped, Failed, Plans   uint64
 	Frontends, Backends, OnlineGPUs, Rejects int
 }
 
 // Snapshot returns a copy of the counters.
 func (s *Service) Snapshot() Stats {
-	s.stats.mu.Lock()
-	defer s.stats.mu.Unlock()
-	return Stats{Tasks: s.stats.Tasks, Planned: s.stats.Planned, Dropped: s.stats.Dropped, Failed: s.stats.Failed,
-		Plans: s.stats.Plans, Frontends: s.stats.Frontends, Backends: s.stats.Backends, OnlineGPUs: s.stats.OnlineGPUs, Rejects: s.stats.Rejects}
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.stats
 }
 
 func (s *Service) count(f func(*Stats)) {
-	s.stats.mu.Lock()
+	s.statsMu.Lock()
 	f(&s.stats)
-	s.stats.mu.Unlock()
+	s.statsMu.Unlock()
 }
 
 type frontendConn struct {
