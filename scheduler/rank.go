@@ -317,6 +317,23 @@ func (r *RankCore) CorrectFreeAt(g GPUID, freeAt Time) {
 	r.free.Fix(g)
 }
 
+// DetachModel forgets model m's candidate, so the rank never grants it
+// again until a newer Update: the epoch job has moved the model to another
+// rank loop. A model whose grant is outstanding cannot move; the caller
+// must wait for its Return, and DetachModel panics to say so.
+func (r *RankCore) DetachModel(m ModelID) {
+	st := &r.models[m]
+	if st.state == modelGranted {
+		panic(fmt.Sprintf("scheduler: model %d detached with a grant outstanding", m))
+	}
+	r.timers.Remove(m)
+	if st.readyAt >= 0 {
+		r.removeReady(m)
+	}
+	st.state = modelIdle
+	st.cand = Candidate{Version: st.cand.Version}
+}
+
 // OnlineGPUs is the number of GPUs that may be granted.
 func (r *RankCore) OnlineGPUs() int {
 	n := 0

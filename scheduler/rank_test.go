@@ -283,3 +283,37 @@ func TestRankGPUsComeAndGo(t *testing.T) {
 		t.Fatalf("freeAt %v, want the Return's 40ms", r.gpus[1].freeAt)
 	}
 }
+
+// A detached model is never granted, whether its timer was armed or it was
+// ready and waiting; a newer update attaches it again. Detaching a model
+// with a grant outstanding is a caller's bug.
+func TestRankDetachModel(t *testing.T) {
+	r := newRank(t, RankConfig{Models: 2, GPUs: 1})
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(5 * ms), InvalidAfter: at(9 * ms), Version: 1})
+	r.DetachModel(0)
+	if r.WakeAt() != Never {
+		t.Errorf("armed model detached: WakeAt %v, want Never", r.WakeAt())
+	}
+	wantGrants(t, "after detach", tick(r, at(5*ms)))
+	// Ready and waiting for the busy GPU, then detached.
+	r.Update(1, Candidate{BatchSize: 1, ExecAt: 0, InvalidAfter: at(ms), Version: 1})
+	wantGrants(t, "occupy", tick(r, 0), Grant{Model: 1, GPU: 0, FreeAt: Past})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("detaching a granted model did not panic")
+			}
+		}()
+		r.DetachModel(1)
+	}()
+	r.Return(GPUReturn{Model: 1, GPU: 0, FreeAt: at(20 * ms), Used: true, Candidate: Candidate{Version: 2}})
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(6 * ms), InvalidAfter: at(30 * ms), Version: 2})
+	wantGrants(t, "ready, GPU busy", tick(r, at(6*ms)))
+	r.DetachModel(0)
+	wantGrants(t, "GPU frees", tick(r, at(20*ms)))
+	// A stale update is still ignored; a newer one attaches the model.
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(21 * ms), InvalidAfter: at(30 * ms), Version: 1})
+	wantGrants(t, "stale", tick(r, at(21*ms)))
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(21 * ms), InvalidAfter: at(30 * ms), Version: 3})
+	wantGrants(t, "attached again", tick(r, at(21*ms)), Grant{Model: 0, GPU: 0, FreeAt: at(20 * ms)})
+}

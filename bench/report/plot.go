@@ -53,6 +53,10 @@ var glyphs = []draw.GlyphDrawer{
 
 func colorOf(i int) color.Color { return palette[i%len(palette)] }
 
+// SeriesColor is the color of the i-th series in every chart of the
+// project, so that other reports (the partition experiment's) match these.
+func SeriesColor(i int) color.Color { return colorOf(i) }
+
 // WritePlots writes the `--plot DIR` charts of r into dir, creating it if
 // needed, each as NAME.svg and NAME.png, and returns the paths written in
 // order. The charts are:
@@ -66,7 +70,9 @@ func colorOf(i int) color.Color { return palette[i%len(palette)] }
 //   - timeline_rate, timeline_gpus and timeline_badrate, when r has more than
 //     one time point (rate schedules): offered and good requests/s, busy and
 //     total GPUs, and the bad rate over time, to show how the scheduler and
-//     the autoscaler follow the load.
+//     the autoscaler follow the load;
+//   - figure14, for runs with an epoch job: the paper's Figure 14 panels
+//     (per-model goodput stacked, GPUs in use, autoscaling advice, bad rate).
 //
 // A chart without data (nil Latency, empty histogram, one time point) is
 // skipped without error, so an empty report writes nothing and succeeds.
@@ -102,6 +108,11 @@ func WritePlots(dir string, r *Report) ([]string, error) {
 		if err != nil {
 			return paths, fmt.Errorf("report: WritePlots: %w", err)
 		}
+	}
+	written, err := writeEpochFigure(dir, r)
+	paths = append(paths, written...)
+	if err != nil {
+		return paths, fmt.Errorf("report: WritePlots: figure14: %w", err)
 	}
 	return paths, nil
 }

@@ -20,6 +20,9 @@ type Report struct {
 	GoodputSearch *GoodputSearch `json:"goodput_search,omitempty"`
 	// TimeSeries has one point per interval of the run, warmup included.
 	TimeSeries []TimePoint `json:"timeseries,omitempty"`
+	// Epochs has one record per run of the epoch job, when the workload
+	// has one (§4.7 and §4.4 in the simulator).
+	Epochs []EpochRecord `json:"epochs,omitempty"`
 
 	// Latency holds every answered request's end-to-end latency, for plots.
 	Latency *Histogram `json:"-"`
@@ -99,6 +102,46 @@ type TimePoint struct {
 	BadRate    float64 `json:"bad_rate"`
 	// BusyGPUs is the average number of busy GPUs over the interval.
 	BusyGPUs float64 `json:"busy_gpus"`
-	GPUs     int     `json:"gpus"`
-	Advice   Advice  `json:"advice"`
+	// GPUs is the cluster's GPUs, or with an epoch job the GPUs in use
+	// (assigned to a part, loading included), rounded; GPUsInUse is the
+	// unrounded mean over the interval.
+	GPUs      int     `json:"gpus"`
+	GPUsInUse float64 `json:"gpus_in_use,omitempty"`
+	Advice    Advice  `json:"advice"`
+	// ModelGoodputRPS and ModelBadRPS are each model's good and bad
+	// (dropped, failed or late) requests per second, by model index, in
+	// runs with an epoch job: the stacked panel of the paper's Figure 14.
+	ModelGoodputRPS []float64 `json:"model_goodput_rps,omitempty"`
+	ModelBadRPS     []float64 `json:"model_bad_rps,omitempty"`
+}
+
+// EpochRecord is what one run of the epoch job saw and decided.
+type EpochRecord struct {
+	// Start is seconds since the start of the run.
+	Start float64 `json:"start"`
+	// BadRate and IdleFraction are the signals of the epoch that ended
+	// (zero for the first, planned on the declared rates).
+	BadRate      float64 `json:"bad_rate"`
+	IdleFraction float64 `json:"idle_fraction"`
+	// GPUsBefore were in use before the decision; Need is the sized need
+	// (Eqs. 2-3, without headroom); GPUs is the new total in use.
+	GPUsBefore int     `json:"gpus_before"`
+	Need       float64 `json:"need"`
+	GPUs       int     `json:"gpus"`
+	// AdviceGPUs is the autoscaler's net advice summed over parts: GPUs to
+	// add (positive) or remove (negative).
+	AdviceGPUs int `json:"advice_gpus"`
+	// CapacityLimited is true when the parts wanted more GPUs than the
+	// cluster has.
+	CapacityLimited bool `json:"capacity_limited,omitempty"`
+	// The re-partitioning: its engine, imbalance, disruption (bytes) and
+	// the models it moved; Skipped says why it did not run.
+	Engine          string  `json:"engine,omitempty"`
+	RateImbalance   float64 `json:"rate_imbalance"`
+	MemoryImbalance float64 `json:"memory_imbalance"`
+	Disruption      int64   `json:"disruption"`
+	Moves           int     `json:"moves"`
+	Skipped         string  `json:"skipped,omitempty"`
+	// PartGPUs is each part's GPUs after the decision.
+	PartGPUs []int `json:"part_gpus"`
 }

@@ -383,10 +383,37 @@ func sanitizeReport(r *Report) Report {
 			p.GoodputRPS = finite(p.GoodputRPS)
 			p.BadRate = finite(p.BadRate)
 			p.BusyGPUs = finite(p.BusyGPUs)
+			p.GPUsInUse = finite(p.GPUsInUse)
+			p.ModelGoodputRPS = finiteAll(p.ModelGoodputRPS)
+			p.ModelBadRPS = finiteAll(p.ModelBadRPS)
 			c.TimeSeries[i] = p
 		}
 	}
+	if r.Epochs != nil {
+		c.Epochs = make([]EpochRecord, len(r.Epochs))
+		for i, e := range r.Epochs {
+			e.Start = finite(e.Start)
+			e.BadRate = finite(e.BadRate)
+			e.IdleFraction = finite(e.IdleFraction)
+			e.Need = finite(e.Need)
+			e.RateImbalance = finite(e.RateImbalance)
+			e.MemoryImbalance = finite(e.MemoryImbalance)
+			c.Epochs[i] = e
+		}
+	}
 	return c
+}
+
+// finiteAll returns a copy of fs with non-finite values as 0.
+func finiteAll(fs []float64) []float64 {
+	if fs == nil {
+		return nil
+	}
+	out := make([]float64, len(fs))
+	for i, f := range fs {
+		out[i] = finite(f)
+	}
+	return out
 }
 
 func sanitizeStats(s Stats) Stats {

@@ -31,6 +31,10 @@ type accounting struct {
 	series           []seriesBucket
 	err              error
 	total            report.Histogram
+	// With an epoch job: GPU time in use (assigned to a part) in the
+	// window, and per-model outcomes in each series bucket.
+	epochs        bool
+	inUseInWindow time.Duration
 }
 
 type modelAcct struct {
@@ -45,6 +49,9 @@ type modelAcct struct {
 type seriesBucket struct {
 	offered, good, bad uint64
 	busy               time.Duration
+	inUse              time.Duration // GPU time in use, with an epoch job
+	modelGood          []uint64      // by model, with an epoch job
+	modelBad           []uint64
 }
 
 func newAccounting(w *workload.Workload, interval time.Duration) *accounting {
@@ -62,7 +69,35 @@ func newAccounting(w *workload.Workload, interval time.Duration) *accounting {
 	}
 	n := int((w.Warmup+w.Duration+interval-1)/interval) + 1
 	a.series = make([]seriesBucket, n)
+	if w.Epoch != nil {
+		a.epochs = true
+		for i := range a.series {
+			a.series[i].modelGood = make([]uint64, len(w.Models))
+			a.series[i].modelBad = make([]uint64, len(w.Models))
+		}
+	}
 	return a
+}
+
+// addInUse records n GPUs in use over [from, to), for the epoch job's
+// GPUs-in-use series and the window's idle fraction.
+func (a *accounting) addInUse(from, to scheduler.Time, n int) {
+	if n == 0 || to <= from {
+		return
+	}
+	lo, hi := scheduler.MaxTime(from, a.winStart), scheduler.MinTime(to, a.winEnd)
+	if hi > lo {
+		a.inUseInWindow += time.Duration(n) * hi.Sub(lo)
+	}
+	for t := from; t < to; {
+		i := int(time.Duration(t) / a.interval)
+		if i >= len(a.series) {
+			break
+		}
+		end := scheduler.MinTime(to, scheduler.Time(time.Duration(i+1)*a.interval))
+		a.series[i].inUse += time.Duration(n) * end.Sub(t)
+		t = end
+	}
 }
 
 func (a *accounting) fail(format string, args ...any) {
@@ -128,6 +163,9 @@ func (a *accounting) drop(model int, d *scheduler.Drop) {
 	}
 	if b := a.bucket(d.Request.Arrival); b != nil {
 		b.bad++
+		if a.epochs {
+			b.modelBad[model]++
+		}
 	}
 }
 
@@ -175,6 +213,13 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 				b.good++
 			} else {
 				b.bad++
+			}
+			if a.epochs {
+				if good {
+					b.modelGood[model]++
+				} else {
+					b.modelBad[model]++
+				}
 			}
 		}
 		if !a.inWindow(r.Arrival) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/report"
@@ -85,6 +86,11 @@ func (a *accounting) build() *report.Report {
 		busy += f
 	}
 	rep.GPUBusyFraction = busy / float64(len(a.gpuBusy))
+	if a.epochs && a.inUseInWindow > 0 {
+		// With an epoch job, GPUs outside every part are not the
+		// scheduler's to idle: fractions are of the GPU time in use.
+		rep.GPUBusyFraction = busy * seconds / a.inUseInWindow.Seconds()
+	}
 	rep.GPUIdleFraction = 1 - rep.GPUBusyFraction
 	for i := range rep.Models {
 		// A model's share of the cluster: the GPU time its batches used.
@@ -111,9 +117,22 @@ func (a *accounting) build() *report.Report {
 			if b.offered > 0 {
 				tp.BadRate = float64(b.bad) / float64(b.offered)
 			}
+			inUse := float64(w.Cluster.GPUs)
+			if a.epochs {
+				inUse = b.inUse.Seconds() / iv
+				tp.GPUsInUse = inUse
+				tp.GPUs = int(math.Round(inUse))
+				for m := range w.Models {
+					tp.ModelGoodputRPS = append(tp.ModelGoodputRPS, float64(b.modelGood[m])/iv)
+					tp.ModelBadRPS = append(tp.ModelBadRPS, float64(b.modelBad[m])/iv)
+				}
+			}
+			idle := 0.0
+			if inUse > 0 {
+				idle = 1 - tp.BusyGPUs/inUse
+			}
 			tp.Advice = toAdvice(cfg.Advise(scheduler.Signals{
-				GPUs: w.Cluster.GPUs, Requests: b.offered, BadRate: tp.BadRate,
-				IdleFraction: 1 - tp.BusyGPUs/float64(w.Cluster.GPUs),
+				GPUs: tp.GPUs, Requests: b.offered, BadRate: tp.BadRate, IdleFraction: idle,
 			}))
 			rep.TimeSeries = append(rep.TimeSeries, tp)
 		}

@@ -79,22 +79,33 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 	if err := acct.check(); err != nil {
 		return nil, err
 	}
-	return acct.build(), nil
+	se, _ := eng.(*symphonyEngine)
+	if se != nil && se.epoch != nil {
+		se.epoch.advance(scheduler.Time(end)) // GPUs in use to the end
+	}
+	rep := acct.build()
+	if se != nil && se.epoch != nil {
+		rep.Epochs = se.epoch.records
+	}
+	return rep, nil
 }
 
-// symphonyEngine runs the real ModelCores and RankCore. Messages between
-// them are delivered at once, in a fixed order, at the current virtual time.
+// symphonyEngine runs the real ModelCores and RankCores: one rank loop, or,
+// with an epoch job, one per part (sub-cluster). Messages between them are
+// delivered at once, in a fixed order, at the current virtual time.
 type symphonyEngine struct {
 	acct   *accounting
 	models []*scheduler.ModelCore
-	rank   *scheduler.RankCore
+	ranks  []*scheduler.RankCore
+	partOf []int             // the rank that serves each model
 	wakes  *idheap.Heap[int] // models with a wake-up, by WakeAt
 	delays scheduler.Delays
+	epoch  *epochJob // nil without epochs
 	one    [1]scheduler.Request
 }
 
 func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine, error) {
-	e := &symphonyEngine{acct: acct, delays: w.Network}
+	e := &symphonyEngine{acct: acct, delays: w.Network, partOf: make([]int, len(w.Models))}
 	for i := range w.Models {
 		mc, err := scheduler.NewModelCore(scheduler.ModelConfig{
 			ID: scheduler.ModelID(i), Name: w.Models[i].Name, Profile: w.Models[i].Profile,
@@ -105,36 +116,71 @@ func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine,
 		}
 		e.models = append(e.models, mc)
 	}
-	rank, err := scheduler.NewRankCore(scheduler.RankConfig{
-		Models: len(w.Models), GPUs: w.Cluster.GPUs, Policy: w.Policy, Delays: w.Network,
-		ScheduleAhead: w.ScheduleAhead,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+	parts := 1
+	if w.Epoch != nil {
+		parts = w.Epoch.Parts
 	}
-	e.rank = rank
+	for range parts {
+		rank, err := scheduler.NewRankCore(scheduler.RankConfig{
+			Models: len(w.Models), GPUs: w.Cluster.GPUs, Policy: w.Policy, Delays: w.Network,
+			ScheduleAhead: w.ScheduleAhead, StartOffline: w.Epoch != nil,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		e.ranks = append(e.ranks, rank)
+	}
 	e.wakes = idheap.New(len(e.models), func(a, b int) bool {
 		ta, tb := e.models[a].WakeAt(), e.models[b].WakeAt()
 		return ta < tb || ta == tb && a < b
 	})
+	if w.Epoch != nil {
+		job, err := newEpochJob(w, e)
+		if err != nil {
+			return nil, err
+		}
+		e.epoch = job
+		// The first epoch, before any arrival, places the models and sizes
+		// the parts on the declared rates.
+		if err := job.run(0); err != nil {
+			return nil, fmt.Errorf("sim: epoch job: %w", err)
+		}
+	}
 	return e, nil
 }
 
 func (e *symphonyEngine) arrive(now scheduler.Time, model int, req scheduler.Request) {
+	if e.epoch != nil {
+		e.epoch.arrived(now, model)
+	}
 	e.one[0] = req
 	e.handle(now, model, e.models[model].Enqueue(now, e.one[:]))
 	e.wake(now)
 }
 
 func (e *symphonyEngine) wakeAt() scheduler.Time {
-	t := e.rank.WakeAt()
+	t := scheduler.Never
+	for _, r := range e.ranks {
+		t = scheduler.MinTime(t, r.WakeAt())
+	}
 	if e.wakes.Len() > 0 {
 		t = scheduler.MinTime(t, e.models[e.wakes.Top()].WakeAt())
+	}
+	if e.epoch != nil {
+		t = scheduler.MinTime(t, e.epoch.wakeAt())
 	}
 	return t
 }
 
 func (e *symphonyEngine) wake(now scheduler.Time) {
+	if e.epoch != nil && e.epoch.wakeAt() <= now {
+		// Between events no grant is outstanding, so the job may move
+		// models and GPUs between ranks.
+		if err := e.epoch.run(now); err != nil {
+			e.acct.fail("epoch job: %v", err)
+			return
+		}
+	}
 	for {
 		progressed := false
 		for e.wakes.Len() > 0 {
@@ -145,8 +191,11 @@ func (e *symphonyEngine) wake(now scheduler.Time) {
 			e.handle(now, m, e.models[m].Tick(now))
 			progressed = true
 		}
-		if e.rank.WakeAt() <= now {
-			for _, g := range e.rank.Tick(now) {
+		for _, r := range e.ranks {
+			if r.WakeAt() > now {
+				continue
+			}
+			for _, g := range r.Tick(now) {
 				e.handle(now, int(g.Model), e.models[g.Model].Grant(now, g.GPU, g.FreeAt))
 			}
 			progressed = true
@@ -165,12 +214,16 @@ func (e *symphonyEngine) handle(now scheduler.Time, model int, out *scheduler.Mo
 	for i := range out.Plans {
 		e.acct.plan(now, model, &out.Plans[i], e.delays.Dispatch(len(out.Plans[i].Requests)))
 	}
+	if e.epoch != nil {
+		e.epoch.observe(model, out)
+	}
+	rank := e.ranks[e.partOf[model]]
 	if len(out.Returns) > 0 {
 		for _, r := range out.Returns {
-			e.rank.Return(r)
+			rank.Return(r)
 		}
 	} else if out.CandidateChanged {
-		e.rank.Update(scheduler.ModelID(model), out.Candidate)
+		rank.Update(scheduler.ModelID(model), out.Candidate)
 	}
 	if e.models[model].WakeAt() == scheduler.Never {
 		e.wakes.Remove(model)

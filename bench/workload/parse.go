@@ -241,6 +241,8 @@ type parser struct {
 	zooProfs map[string]profile.Profile
 	// traces caches rate traces by cleaned path.
 	traces map[string][]RatePhase
+	// runLength is warmup plus duration, which daily_rate curves cover.
+	runLength time.Duration
 }
 
 // errAt builds an *Error for the field at path whose node is n.
@@ -655,7 +657,7 @@ func validName(s string) string {
 	return ""
 }
 
-var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "drop_policy", "schedule_ahead", "nexus_frontends", "autoscale_window"}
+var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "drop_policy", "schedule_ahead", "nexus_frontends", "autoscale_window", "epoch"}
 
 // workload walks the root mapping.
 func (p *parser) workload(root *yaml.Node) (*Workload, error) {
@@ -736,6 +738,15 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 		}
 	}
 
+	if v, ok := m.vals["epoch"]; ok {
+		e, err := p.epoch(v, "epoch")
+		if err != nil {
+			return nil, err
+		}
+		w.Epoch = &e
+	}
+
+	p.runLength = w.Warmup + w.Duration
 	names := make(map[string]string) // model name -> where it was defined
 	if v, ok := m.vals["models"]; ok {
 		if w.Models, err = p.models(v, "models", names); err != nil {
@@ -857,7 +868,72 @@ func (p *parser) network(n *yaml.Node, path string) (scheduler.Delays, error) {
 	return d, nil
 }
 
-var modelKeys = []string{"name", "profile", "memory", "slo", "rate", "rates", "rate_trace", "arrival"}
+var epochKeys = []string{"interval", "model_load_time", "parts", "headroom", "max_disruption", "max_rate_per_part", "gpu_memory", "rebalance_above", "engine"}
+
+// epoch reads the epoch job's settings; fields left out keep DefaultEpoch's
+// values, and interval is required.
+func (p *parser) epoch(n *yaml.Node, path string) (Epoch, error) {
+	e := DefaultEpoch()
+	m, err := p.mapping(n, path, "a mapping {interval, model_load_time, parts, headroom, max_disruption, ...}", epochKeys)
+	if err != nil {
+		return e, err
+	}
+	v, err := p.required(m, "interval", " (how often the epoch job runs, such as 5m)")
+	if err != nil {
+		return e, err
+	}
+	if e.Interval, err = p.posDuration(v, m.at("interval")); err != nil {
+		return e, err
+	}
+	if v, ok := m.vals["model_load_time"]; ok {
+		if e.ModelLoadTime, err = p.nonNegDuration(v, m.at("model_load_time")); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["parts"]; ok {
+		if e.Parts, err = p.intIn(v, m.at("parts"), 1, maxModels); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["headroom"]; ok {
+		if e.Headroom, err = p.nonNegFloat(v, m.at("headroom")); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["max_disruption"]; ok {
+		if e.MaxDisruption, err = p.size(v, m.at("max_disruption")); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["rebalance_above"]; ok {
+		if e.RebalanceAbove, err = p.nonNegFloat(v, m.at("rebalance_above")); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["max_rate_per_part"]; ok {
+		if e.MaxRatePerPart, err = p.nonNegFloat(v, m.at("max_rate_per_part")); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["gpu_memory"]; ok {
+		if e.GPUMemory, err = p.size(v, m.at("gpu_memory")); err != nil {
+			return e, err
+		}
+	}
+	if v, ok := m.vals["engine"]; ok {
+		s, sn, err := p.str(v, m.at("engine"), "an engine name")
+		if err != nil {
+			return e, err
+		}
+		if !contains(EpochEngines, s) {
+			return e, p.errAt(sn, m.at("engine"), "%q is not an engine (want one of %s)%s", s, strings.Join(EpochEngines, ", "), suggest(s, EpochEngines))
+		}
+		e.Engine = s
+	}
+	return e, nil
+}
+
+var modelKeys = []string{"name", "profile", "memory", "slo", "rate", "rates", "rate_trace", "daily_rate", "arrival"}
 
 func (p *parser) models(n *yaml.Node, path string, names map[string]string) ([]Model, error) {
 	seq, err := p.resolve(n, path)
@@ -1143,14 +1219,14 @@ func (p *parser) zooProfile(zoo string, spec profile.ModelSpec) profile.Profile 
 // modelRates reads exactly one of rate, rates and rate_trace.
 func (p *parser) modelRates(m *mapNode) ([]RatePhase, error) {
 	var given []string
-	for _, k := range []string{"rate", "rates", "rate_trace"} {
+	for _, k := range []string{"rate", "rates", "rate_trace", "daily_rate"} {
 		if m.has(k) {
 			given = append(given, k)
 		}
 	}
 	switch len(given) {
 	case 0:
-		return nil, p.errAt(m.node, m.path, "needs one of rate, rates or rate_trace")
+		return nil, p.errAt(m.node, m.path, "needs one of rate, rates, rate_trace or daily_rate")
 	case 1:
 	default:
 		// Point at whichever of the two comes later in the file.
@@ -1158,7 +1234,7 @@ func (p *parser) modelRates(m *mapNode) ([]RatePhase, error) {
 		if m.keys[given[0]].Line > m.keys[k].Line {
 			k = given[0]
 		}
-		return nil, p.errAt(m.keys[k], m.at(k), "%s and %s are mutually exclusive; give exactly one of rate, rates or rate_trace", given[0], given[1])
+		return nil, p.errAt(m.keys[k], m.at(k), "%s and %s are mutually exclusive; give exactly one of rate, rates, rate_trace or daily_rate", given[0], given[1])
 	}
 	switch k := given[0]; k {
 	case "rate":
@@ -1176,9 +1252,66 @@ func (p *parser) modelRates(m *mapNode) ([]RatePhase, error) {
 			return nil, err
 		}
 		return ph, nil
+	case "daily_rate":
+		return p.dailyRate(m.vals[k], m.at(k))
 	default:
 		return p.rateTrace(m.vals[k], m.at(k))
 	}
+}
+
+var dailyKeys = []string{"low", "high", "period", "peak_at", "step"}
+
+// dailyRate reads {low, high, period, peak_at, step}: a rate that follows a
+// raised cosine between low and high, peaking at peak_at and repeating every
+// period, held constant for each step. It expands into one phase per step
+// over the whole run, so it charges the phase budget like a rates list.
+func (p *parser) dailyRate(n *yaml.Node, path string) ([]RatePhase, error) {
+	m, err := p.mapping(n, path, "a mapping {low, high, period, peak_at, step}", dailyKeys)
+	if err != nil {
+		return nil, err
+	}
+	var d DailyRate
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"low", &d.Low}, {"high", &d.High}} {
+		v, err := p.required(m, f.key, " (requests per second)")
+		if err != nil {
+			return nil, err
+		}
+		if *f.dst, err = p.nonNegFloat(v, m.at(f.key)); err != nil {
+			return nil, err
+		}
+	}
+	if d.High < d.Low {
+		return nil, p.errAt(m.keys["high"], m.at("high"), "%g is below low %g", d.High, d.Low)
+	}
+	v, err := p.required(m, "period", " (such as 24h)")
+	if err != nil {
+		return nil, err
+	}
+	if d.Period, err = p.posDuration(v, m.at("period")); err != nil {
+		return nil, err
+	}
+	if v, ok := m.vals["peak_at"]; ok {
+		if d.PeakAt, err = p.nonNegDuration(v, m.at("peak_at")); err != nil {
+			return nil, err
+		}
+	}
+	d.Step = time.Minute
+	if v, ok := m.vals["step"]; ok {
+		if d.Step, err = p.posDuration(v, m.at("step")); err != nil {
+			return nil, err
+		}
+	}
+	k := int64(p.runLength/d.Step) + 1
+	if k > int64(p.phases) {
+		return nil, p.errAt(m.node, path, "workload too large: a step of %v over %v makes more than %d rate phases over all models", d.Step, p.runLength, maxRatePhases)
+	}
+	if err := p.spendPhases(m.node, path, int(k)); err != nil {
+		return nil, err
+	}
+	return d.Phases(p.runLength), nil
 }
 
 func (p *parser) spendPhases(n *yaml.Node, path string, k int) error {

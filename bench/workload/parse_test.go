@@ -508,7 +508,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing slo", model("    rate: 1"), []string{"test.yaml:3: models[0].slo: required"}},
 		{"negative rate", model("    slo: 10ms", "    rate: -5"), []string{"test.yaml:6: models[0].rate: must not be negative"}},
 		{"nan rate", model("    slo: 10ms", "    rate: .nan"), []string{"test.yaml:6: models[0].rate:", "not a number"}},
-		{"no rate", model("    slo: 10ms"), []string{"test.yaml:3: models[0]: needs one of rate, rates or rate_trace"}},
+		{"no rate", model("    slo: 10ms"), []string{"test.yaml:3: models[0]: needs one of rate, rates, rate_trace or daily_rate"}},
 		{"rate and rates", model("    slo: 10ms", "    rate: 1", "    rates: [{rate: 2}]"), []string{"test.yaml:7: models[0].rates: rate and rates are mutually exclusive"}},
 		{"phase without duration", model("    slo: 10ms", "    rates:", "      - {rate: 2}", "      - {rate: 3}"), []string{"test.yaml:7: models[0].rates[0].duration: required on every phase but the last"}},
 		{"bad arrival", model("    slo: 10ms", "    rate: 1", "    arrival: burst"), []string{`test.yaml:7: models[0].arrival: unknown arrival "burst"`}},
@@ -543,6 +543,14 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key in merged mapping", base + "  - {<<: {slo: 1s, slo: 2s}, name: m, profile: zoo:table4/ResNet50, rate: 1}\n", []string{"test.yaml:3: models[0].slo: key \"slo\" given twice"}},
 		{"deep merge", "cluster: " + strings.Repeat("{<<: ", 20) + "{gpus: 1}" + strings.Repeat("}", 20) + "\n", []string{"test.yaml:1: cluster: merge keys (<<) nested more than 16 deep"}},
 		{"alias cycle", "cluster: {gpus: 1}\nmodels: &m [*m]\n", []string{"test.yaml:2: models[0]: want a model mapping", "got a list"}},
+		{"epoch without interval", "epoch: {parts: 2}\n" + base, []string{"test.yaml:1: epoch.interval: required"}},
+		{"epoch bad engine", "epoch: {interval: 1m, engine: cplex}\n" + base, []string{`test.yaml:1: epoch.engine: "cplex" is not an engine (want one of heuristic, milp, random)`}},
+		{"epoch unknown key", "epoch: {interval: 1m, partz: 2}\n" + base, []string{`test.yaml:1: epoch.partz: unknown key`, `did you mean "parts"`}},
+		{"epoch negative headroom", "epoch: {interval: 1m, headroom: -1}\n" + base, []string{"test.yaml:1: epoch.headroom: must not be negative"}},
+		{"daily high below low", model("    slo: 10ms", "    daily_rate: {low: 5, high: 2, period: 1h}"), []string{"test.yaml:6: models[0].daily_rate.high: 2 is below low 5"}},
+		{"daily without period", model("    slo: 10ms", "    daily_rate: {low: 1, high: 2}"), []string{"test.yaml:6: models[0].daily_rate.period: required"}},
+		{"daily tiny step", "duration: 1000h\n" + model("    slo: 10ms", "    daily_rate: {low: 1, high: 2, period: 1h, step: 1ns}"), []string{"models[0].daily_rate: workload too large"}},
+		{"daily and rate", model("    slo: 10ms", "    rate: 1", "    daily_rate: {low: 1, high: 2, period: 1h}"), []string{"rate and daily_rate are mutually exclusive"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -561,6 +569,40 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error %T is not an *Error", err)
 			}
 		})
+	}
+}
+
+// An epoch mapping fills in the defaults it leaves out; a daily_rate
+// expands into a phase per step that follows the curve.
+func TestParseEpochAndDailyRate(t *testing.T) {
+	in := "duration: 2h\nwarmup: 0s\nepoch: {interval: 5m, parts: 2, max_disruption: 1GiB}\n" + base +
+		"  - {name: a, profile: zoo:table4/ResNet50, daily_rate: {low: 100, high: 300, period: 2h, peak_at: 1h, step: 10m}}\n" +
+		"  - {name: b, profile: zoo:table4/ResNet50, rate: 5}\n"
+	w, err := Parse([]byte(in), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultEpoch()
+	want.Interval, want.Parts, want.MaxDisruption = 5*time.Minute, 2, 1<<30
+	if w.Epoch == nil || *w.Epoch != want {
+		t.Fatalf("epoch %+v, want %+v", w.Epoch, want)
+	}
+	ph := w.Models[0].Rates
+	if len(ph) != 13 { // 12 steps cover 2h, and one more holds the rate after
+		t.Fatalf("%d phases, want 13", len(ph))
+	}
+	if ph[0].Rate > 105 || ph[5].Rate < 295 || ph[6].Rate < 295 || ph[11].Rate > 105 {
+		t.Errorf("curve does not trough at 0 and 2h and peak at 1h: %v", ph)
+	}
+	if r := w.Models[0].RateAt(time.Hour - time.Minute); r < 295 {
+		t.Errorf("rate at 59m is %g, want near the peak", r)
+	}
+	if err := w.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	w.Epoch.Parts = 3
+	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "epoch.parts must be in 1..2") {
+		t.Errorf("3 parts for 2 models: %v", err)
 	}
 }
 

@@ -6,6 +6,8 @@ package workload
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
@@ -39,6 +41,44 @@ type Workload struct {
 	// AutoscaleWindow is the window for the autoscaling signals in time
 	// series; 0 means the whole measured window only.
 	AutoscaleWindow time.Duration
+	// Epoch, when set, makes the simulator run the epoch job: it partitions
+	// the models into sub-clusters, sizes them and applies the autoscaler's
+	// advice every Epoch.Interval, within Cluster.GPUs.
+	Epoch *Epoch
+}
+
+// Epoch configures the epoch job (paper §4.7 and §4.4) in a simulation.
+type Epoch struct {
+	// Interval is how often the job runs.
+	Interval time.Duration
+	// ModelLoadTime is how long a GPU takes to load one model; a loading
+	// GPU runs no batches.
+	ModelLoadTime time.Duration
+	// Parts is the number of sub-clusters, each with its own rank loop.
+	Parts int
+	// Headroom is the capacity each part gets above its measured need.
+	Headroom float64
+	// MaxDisruption is C_max, the bytes of model loads and unloads one
+	// re-partitioning may cost; negative means no limit.
+	MaxDisruption int64
+	// MaxRatePerPart (R_max, 0: none) and GPUMemory (S_max, 0: none) bound
+	// each part.
+	MaxRatePerPart float64
+	GPUMemory      int64
+	// RebalanceAbove: the job keeps the current assignment while its rate
+	// imbalance ((max−min)/avg over parts) stays within it, since every
+	// move costs loads for a gain the rank loops barely notice.
+	RebalanceAbove float64
+	// Engine names the partitioning engine: heuristic, milp or random.
+	Engine string
+}
+
+// DefaultEpoch returns the epoch settings a workload's epoch mapping starts
+// from: one part, loads of 1 s per model, 25% headroom (the sizing default),
+// no disruption limit, re-partitioning above a 10% rate imbalance and the
+// heuristic engine.
+func DefaultEpoch() Epoch {
+	return Epoch{ModelLoadTime: time.Second, Parts: 1, Headroom: 0.25, MaxDisruption: -1, RebalanceAbove: 0.1, Engine: "heuristic"}
 }
 
 // Cluster is the GPU pool.
@@ -77,6 +117,34 @@ type RatePhase struct {
 	Duration time.Duration
 	// Rate is requests per second.
 	Rate float64
+}
+
+// DailyRate is a rate that follows a day's shape: a raised cosine between
+// Low and High that peaks at PeakAt and repeats every Period, held constant
+// for each Step (a rate schedule, as the simulator's generator needs).
+type DailyRate struct {
+	Low, High    float64
+	Period       time.Duration
+	PeakAt, Step time.Duration
+}
+
+// At is the curve's rate at time t.
+func (d DailyRate) At(t time.Duration) float64 {
+	x := 2 * math.Pi * float64(t-d.PeakAt) / float64(d.Period)
+	return d.Low + (d.High-d.Low)*(1+math.Cos(x))/2
+}
+
+// Phases expands the curve into one phase per step, covering [0, length];
+// each phase takes the curve's value at its middle.
+func (d DailyRate) Phases(length time.Duration) []RatePhase {
+	var out []RatePhase
+	for t := time.Duration(0); ; t += d.Step {
+		out = append(out, RatePhase{Duration: d.Step, Rate: d.At(t + d.Step/2)})
+		if t+d.Step > length {
+			break
+		}
+	}
+	return out
 }
 
 // ArrivalKind is the distribution of the gaps between arrivals.
@@ -213,5 +281,30 @@ func (w *Workload) Validate() error {
 			return fmt.Errorf("workload %s: model %q: gamma shape must be positive", w.Source, m.Name)
 		}
 	}
+	if e := w.Epoch; e != nil {
+		switch {
+		case e.Interval <= 0:
+			return fmt.Errorf("workload %s: epoch.interval must be positive", w.Source)
+		case e.ModelLoadTime < 0:
+			return fmt.Errorf("workload %s: epoch.model_load_time must not be negative", w.Source)
+		case e.Parts < 1 || e.Parts > len(w.Models):
+			return fmt.Errorf("workload %s: epoch.parts must be in 1..%d (the number of models), have %d", w.Source, len(w.Models), e.Parts)
+		case e.Parts > w.Cluster.GPUs:
+			return fmt.Errorf("workload %s: epoch.parts %d exceeds cluster.gpus %d", w.Source, e.Parts, w.Cluster.GPUs)
+		case !(e.RebalanceAbove >= 0) || math.IsInf(e.RebalanceAbove, 0):
+			return fmt.Errorf("workload %s: epoch.rebalance_above must be a non-negative number", w.Source)
+		case !(e.Headroom >= 0) || math.IsInf(e.Headroom, 0):
+			return fmt.Errorf("workload %s: epoch.headroom must be a non-negative number", w.Source)
+		case e.MaxRatePerPart < 0 || e.GPUMemory < 0:
+			return fmt.Errorf("workload %s: epoch limits must not be negative", w.Source)
+		case !contains(EpochEngines, e.Engine):
+			return fmt.Errorf("workload %s: epoch.engine %q is not one of %s", w.Source, e.Engine, strings.Join(EpochEngines, ", "))
+		case w.Policy == scheduler.PolicyNexus:
+			return fmt.Errorf("workload %s: the epoch job runs with the symphony, work-conserving and clockwork policies, not nexus (which binds models to GPUs itself)", w.Source)
+		}
+	}
 	return nil
 }
+
+// EpochEngines are the partitioning engines an epoch may name.
+var EpochEngines = []string{"heuristic", "milp", "random"}

@@ -31,9 +31,16 @@ Usage:
   symphony backend --scheduler ADDR [--gpus N]
   symphony frontend --scheduler ADDR [--http-addr ADDR]
       The separate processes of a deployment (see README).
+  symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]
+               [--time-limit D] [--solver cbc|glpsol|PATH] [--seed N]
+      Split models into parts with balanced rate and memory (paper Appendix A).
+  symphony partition experiment [--models N] [--parts N] [--instances N]
+               [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
+      Compare the partitioning engines on random instances (Appendix A.2).
 
 Run 'symphony COMMAND -h' for a command's flags. Workload files are described
-in docs/workload-format.md; examples live in testdata/workloads/.
+in docs/workload-format.md; examples live in testdata/workloads/ (and model
+files in testdata/partition/).
 `
 
 func main() {
@@ -65,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runBackend(args[1:], stdout, stderr)
 	case "frontend":
 		err = runFrontend(args[1:], stdout, stderr)
+	case "partition":
+		err = runPartition(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "symphony: unknown command %q\n\n%s", args[0], usage)
 		return 2

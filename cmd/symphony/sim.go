@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -118,7 +119,12 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 
 // simulate runs one workload, or searches its goodput.
 func simulate(w *workload.Workload, findGoodput bool, log zerolog.Logger) (*report.Report, error) {
+	var next float64 // the next tenth of the run to log
 	opts := sim.Options{Progress: func(done float64) {
+		if done < next {
+			return
+		}
+		next = math.Floor(done*10)/10 + 0.1
 		log.Info().Str("policy", w.Policy.String()).Msgf("simulated %.0f%%", 100*done)
 	}}
 	if !findGoodput {
@@ -292,7 +298,13 @@ func writeCurveTable(w io.Writer, c curve) {
 	}
 }
 
+// writeFile writes an output file (--csv and the like) through write,
+// creating its folder first, so that a long run never ends in "no such file
+// or directory" after the work is done.
 func writeFile(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
