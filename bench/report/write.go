@@ -350,10 +350,7 @@ func sanitizeReport(r *Report) Report {
 	c := *r
 	c.DurationSeconds = finite(c.DurationSeconds)
 	c.Stats = sanitizeStats(c.Stats)
-	c.GPUBusy = make([]float64, len(r.GPUBusy))
-	for i, f := range r.GPUBusy {
-		c.GPUBusy[i] = finite(f)
-	}
+	c.GPUBusy = finiteAll(r.GPUBusy)
 	c.Models = make([]ModelReport, len(r.Models))
 	for i, m := range r.Models {
 		m.SLOms = finite(m.SLOms)
@@ -404,11 +401,9 @@ func sanitizeReport(r *Report) Report {
 	return c
 }
 
-// finiteAll returns a copy of fs with non-finite values as 0.
+// finiteAll returns a copy of fs with non-finite values as 0 (never nil,
+// so a field without omitempty still reads [] rather than null).
 func finiteAll(fs []float64) []float64 {
-	if fs == nil {
-		return nil
-	}
 	out := make([]float64, len(fs))
 	for i, f := range fs {
 		out[i] = finite(f)
