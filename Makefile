@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCBCSolution$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseGLPKSolution$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelFile$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/strictyaml/
 
 clean:
 	rm -rf bin out

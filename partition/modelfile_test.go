@@ -86,37 +86,37 @@ func TestParseModelErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want string
 	}{
-		{"bad rate", m(a, strings.Replace(a, "a,", "b,", 1), strings.Replace(a, "a,", "c,", 1), "  - {name: d, rate: abc}"), `models.yaml:7: models[3].rate: want a non-negative number, have "abc"`},
-		{"negative rate", m("  - {name: a, rate: -1}"), `models.yaml:4: models[0].rate: want a non-negative number, have "-1"`},
-		{"nan rate", m("  - {name: a, rate: .nan}"), `models[0].rate: want a non-negative number`},
+		{"bad rate", m(a, strings.Replace(a, "a,", "b,", 1), strings.Replace(a, "a,", "c,", 1), "  - {name: d, rate: abc}"), `models.yaml:7: models[3].rate: "abc" is not a number`},
+		{"negative rate", m("  - {name: a, rate: -1}"), `models.yaml:4: models[0].rate: must not be negative, got -1`},
+		{"nan rate", m("  - {name: a, rate: .nan}"), `models[0].rate: ".nan" is not a number`},
 		{"missing rate", m("  - {name: a}"), `models.yaml:4: models[0].rate: required`},
 		{"unknown key", m("  - {name: a, rate: 1, ratee: 2}"), `models.yaml:4: models[0].ratee: unknown key "ratee"`},
 		{"unknown top key", "part: 3\n", `models.yaml:1: part: unknown key "part"`},
 		{"duplicate", m("  - {name: a, rate: 1}", "  - {name: a, rate: 2}"), `models.yaml:5: models[1].name: duplicate model name "a" (models[0] at line 4`},
 		{"bad name", m("  - {name: 'a b', rate: 1}"), `models[0].name: model name "a b" has character ' '`},
-		{"name list", m("  - {name: [a], rate: 1}"), `models[0].name: want a model name, have a list`},
-		{"negative static", m("  - {name: a, rate: 1, memory: {static: -1MiB}}"), `models[0].memory.static: want a size such as 170MiB or 11GiB, have "-1MiB": a size must not be negative`},
-		{"SI unit", m("  - {name: a, rate: 1, memory: {static: 1MB}}"), `models[0].memory.static: want a size such as 170MiB or 11GiB, have "1MB": unknown unit "MB"`},
+		{"name list", m("  - {name: [a], rate: 1}"), `models[0].name: want a model name, got a list`},
+		{"negative static", m("  - {name: a, rate: 1, memory: {static: -1MiB}}"), `models[0].memory.static: "-1MiB" is negative; a size must be at least 0`},
+		{"SI unit", m("  - {name: a, rate: 1, memory: {static: 1MB}}"), `models[0].memory.static: "1MB" has unknown unit "MB"`},
 		{"too big", m("  - {name: a, rate: 1, memory: {static: 10GiB, dynamic: 2GiB}}"), `models.yaml:4: models[0].memory: static 10GiB + dynamic 2GiB exceeds gpu_memory 11GiB`},
-		{"huge static", m("  - {name: a, rate: 1, memory: {static: 1PiB}}"), `models[0].memory.static: 1PiB is larger than 16TiB`},
-		{"memory scalar", m("  - {name: a, rate: 1, memory: 1GiB}"), `models[0].memory: want a mapping {static, dynamic}, have "1GiB"`},
+		{"huge static", m("  - {name: a, rate: 1, memory: {static: 1PiB}}"), `models[0].memory.static: "1PiB" is larger than 16TiB`},
+		{"memory scalar", m("  - {name: a, rate: 1, memory: 1GiB}"), `models[0].memory: want a mapping {static, dynamic}, got "1GiB"`},
 		{"no parts", "models: [{name: a, rate: 1}]\n", `models.yaml:1: parts: required`},
-		{"zero parts", "parts: 0\nmodels: [{name: a, rate: 1}]\n", `models.yaml:1: parts: want an integer in 1..65536, have "0"`},
-		{"float parts", "parts: 2.5\nmodels: [{name: a, rate: 1}]\n", `parts: want an integer in 1..65536, have "2.5"`},
+		{"zero parts", "parts: 0\nmodels: [{name: a, rate: 1}]\n", `models.yaml:1: parts: 0 is outside 1..65536`},
+		{"float parts", "parts: 2.5\nmodels: [{name: a, rate: 1}]\n", `parts: "2.5" is not an integer`},
 		{"no models", "parts: 2\n", `models: required`},
 		{"empty models", "parts: 2\nmodels: []\n", `models.yaml:2: models: no models`},
-		{"models mapping", "parts: 2\nmodels: {a: 1}\n", `models: want a list of models, have a mapping`},
+		{"models mapping", "parts: 2\nmodels: {a: 1}\n", `models: want a list of models, got a mapping`},
 		{"current unknown model", m(a) + "current: {b: 1}\n", `models.yaml:5: current.b: no model named "b" in models`},
-		{"current part out of range", m(a) + "current: {a: 3}\n", `models.yaml:5: current.a: want an integer in 0..2, have "3"`},
-		{"current negative", m(a) + "current: {a: -1}\n", `current.a: want an integer in 0..2, have "-1"`},
+		{"current part out of range", m(a) + "current: {a: 3}\n", `models.yaml:5: current.a: 3 is outside 0..2`},
+		{"current negative", m(a) + "current: {a: -1}\n", `current.a: -1 is outside 0..2`},
 		{"current twice", m(a) + "current: {a: 1, a: 2}\n", `current`},
-		{"current list", m(a) + "current: [a]\n", `current: want a mapping of model name to part, have a list`},
-		{"max_disruption", m(a) + "max_disruption: lots\n", `models.yaml:5: max_disruption: want a size such as 170MiB or 11GiB, have "lots"`},
-		{"gpu_memory negative", "parts: 1\ngpu_memory: -5\nmodels: [{name: a, rate: 1}]\n", `models.yaml:2: gpu_memory: want a size`},
+		{"current list", m(a) + "current: [a]\n", `current: want a mapping of model name to part, got a list`},
+		{"max_disruption", m(a) + "max_disruption: lots\n", `models.yaml:5: max_disruption: "lots" is not a size`},
+		{"gpu_memory negative", "parts: 1\ngpu_memory: -5\nmodels: [{name: a, rate: 1}]\n", `models.yaml:2: gpu_memory: "-5" is negative`},
 		{"max rate", "parts: 1\nmax_rate_per_part: 10\nmodels: [{name: a, rate: 11}]\n", `models.yaml:3: models[0].rate: 11 exceeds max_rate_per_part 10`},
-		{"rate too large", m("  - {name: a, rate: 1e300}"), `models[0].rate: 1e300 is larger than 1e+12`},
-		{"memory weight", "parts: 1\nmemory_weight: x\nmodels: [{name: a, rate: 1}]\n", `memory_weight: want a non-negative number, have "x"`},
-		{"merge", "parts: 1\nmodels:\n  - &m {name: a, rate: 1}\n  - {<<: *m, name: b}\n", `models.yaml:4: models[1]: merge keys (<<) are not supported`},
+		{"rate too large", m("  - {name: a, rate: 1e300}"), `models[0].rate: 1e+300 is larger than 1e+12`},
+		{"memory weight", "parts: 1\nmemory_weight: x\nmodels: [{name: a, rate: 1}]\n", `memory_weight: "x" is not a number`},
+		{"merge of a scalar", "parts: 1\nmodels:\n  - {<<: 3, name: b, rate: 1}\n", `models.yaml:3: models[0]: merge key (<<) wants a mapping`},
 		{"empty", "", `models.yaml: empty model file`},
 		{"null", "~\n", `empty model file`},
 		{"scalar", "3\n", `want a mapping of model file fields`},
@@ -140,6 +140,21 @@ func TestParseModelErrors(t *testing.T) {
 				t.Fatalf("error\n  %v\nwant it to contain\n  %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// Merge keys work in model files as in workload files (one strict reader
+// serves both): a model may take its fields from an anchored one and
+// override some.
+func TestParseModelMergeKeys(t *testing.T) {
+	in := "parts: 1\nmodels:\n  - &m {name: a, rate: 2, memory: {static: 1GiB}}\n  - {<<: *m, name: b}\n"
+	mf, err := ParseModel([]byte(in), "models.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := mf.Problem.Models[1]
+	if b.Name != "b" || b.Rate != 2 || b.StaticMemory != 1<<30 {
+		t.Fatalf("merged model b = %+v, want name b, rate 2, static 1GiB", b)
 	}
 }
 

@@ -513,7 +513,7 @@ func TestParseErrors(t *testing.T) {
 		{"phase without duration", model("    slo: 10ms", "    rates:", "      - {rate: 2}", "      - {rate: 3}"), []string{"test.yaml:7: models[0].rates[0].duration: required on every phase but the last"}},
 		{"bad arrival", model("    slo: 10ms", "    rate: 1", "    arrival: burst"), []string{`test.yaml:7: models[0].arrival: unknown arrival "burst"`}},
 		{"bad gamma", model("    slo: 10ms", "    rate: 1", "    arrival: gamma:-1"), []string{"test.yaml:7: models[0].arrival:", "gamma shape must be a positive number"}},
-		{"bad size unit", model("    slo: 10ms", "    rate: 1", "    memory: {static: 12GB}"), []string{`test.yaml:7: models[0].memory.static: "12GB" has unknown unit "GB" (want B, KiB, MiB, GiB or TiB)`}},
+		{"bad size unit", model("    slo: 10ms", "    rate: 1", "    memory: {static: 12GB}"), []string{`test.yaml:7: models[0].memory.static: "12GB" has unknown unit "GB" (want B, KiB, MiB, GiB, TiB or PiB)`}},
 		{"negative size", model("    slo: 10ms", "    rate: 1", "    memory: {dynamic: -1MiB}"), []string{"test.yaml:7: models[0].memory.dynamic:", "negative"}},
 		{"size overflow", model("    slo: 10ms", "    rate: 1", "    memory: {dynamic: 99999999TiB}"), []string{"test.yaml:7: models[0].memory.dynamic:", "too large"}},
 		{"bad profile string", model("    slo: 10ms", "    rate: 1")[:len(base)] + "  - {name: m, profile: resnet, slo: 1s, rate: 1}\n", []string{"test.yaml:3: models[0].profile:", "is not a profile"}},
@@ -611,7 +611,7 @@ func TestTooLarge(t *testing.T) {
 	for i := range big {
 		big[i] = '#'
 	}
-	if _, err := Parse(big, "big.yaml"); err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
+	if _, err := Parse(big, "big.yaml"); err == nil || !strings.Contains(err.Error(), "larger than 16MiB") {
 		t.Errorf("oversized file: %v", err)
 	}
 }

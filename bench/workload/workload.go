@@ -7,6 +7,7 @@ package workload
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -297,7 +298,7 @@ func (w *Workload) Validate() error {
 			return fmt.Errorf("workload %s: epoch.headroom must be a non-negative number", w.Source)
 		case e.MaxRatePerPart < 0 || e.GPUMemory < 0:
 			return fmt.Errorf("workload %s: epoch limits must not be negative", w.Source)
-		case !contains(EpochEngines, e.Engine):
+		case !slices.Contains(EpochEngines, e.Engine):
 			return fmt.Errorf("workload %s: epoch.engine %q is not one of %s", w.Source, e.Engine, strings.Join(EpochEngines, ", "))
 		case w.Policy == scheduler.PolicyNexus:
 			return fmt.Errorf("workload %s: the epoch job runs with the symphony, work-conserving and clockwork policies, not nexus (which binds models to GPUs itself)", w.Source)
