@@ -38,7 +38,7 @@ func (l *enqueueLoop) step() {
 		l.dropped += len(l.m.Tick(l.now).Drops)
 	}
 	if l.id%8 == 0 {
-		out := l.m.Grant(l.now, 0, l.now.Add(time.Millisecond))
+		out := l.m.Grant(l.now, Grant{GPU: 0, FreeAt: l.now.Add(time.Millisecond), GPUs: 8})
 		l.dropped += len(out.Drops)
 		for i := range out.Plans {
 			l.planned += len(out.Plans[i].Requests)

@@ -103,8 +103,9 @@ type ModelConfig struct {
 	// more requests; other policies ignore it.
 	Schedulable Schedulable
 	Delays      Delays
-	// RateWindow is the window over which λ is estimated for the βλ rule;
-	// 0 means DefaultRateWindow.
+	// RateWindow is the window over which λ is estimated for the βλ rule
+	// and the window drop policy's keep-up batch; 0 means
+	// DefaultRateWindow.
 	RateWindow time.Duration
 }
 
@@ -207,9 +208,7 @@ func (m *ModelCore) Enqueue(now Time, reqs []Request) *ModelOutput {
 	for i := range reqs {
 		m.queue.insert(reqs[i])
 	}
-	if m.cfg.Schedulable == SchedulableBetaLambda {
-		m.rate.observe(now, len(reqs)) // λ is only read by the βλ rule
-	}
+	m.rate.observe(now, len(reqs))
 	m.update(now, Past)
 	m.publish()
 	return &m.out
@@ -225,14 +224,15 @@ func (m *ModelCore) Tick(now Time) *ModelOutput {
 	return &m.out
 }
 
-// Grant answers the RankCore's grant of gpu, which is free from gpuFreeAt
-// (the paper's granted_gpu). It plans the best batch that fits on that GPU,
-// or hands the GPU back unused if nothing fits. The output holds exactly one
-// GPUReturn, which the caller must pass to RankCore.Return.
-func (m *ModelCore) Grant(now Time, gpu GPUID, gpuFreeAt Time) *ModelOutput {
+// Grant answers the RankCore's grant g of a GPU, which is free from
+// g.FreeAt (the paper's granted_gpu). It plans the best batch that fits on
+// that GPU, or hands the GPU back unused if nothing fits. The output holds
+// exactly one GPUReturn, which the caller must pass to RankCore.Return.
+func (m *ModelCore) Grant(now Time, g Grant) *ModelOutput {
 	now = m.clamp(now)
 	m.out.reset()
-	m.updateFor(now, gpuFreeAt, true)
+	gpu, gpuFreeAt := g.GPU, g.FreeAt
+	m.updateFor(now, gpuFreeAt, g.GPUs)
 	ret := GPUReturn{Model: m.cfg.ID, GPU: gpu, FreeAt: MaxTime(now, gpuFreeAt)}
 	if c := m.cand; c.Valid() {
 		start := len(m.out.requestBuf)
@@ -295,16 +295,20 @@ func (m *ModelCore) publishVersion() {
 func (m *ModelCore) execDeadline(r *Request) Time { return r.Deadline.Add(-m.cfg.Delays.Result) }
 
 // update is update_candidate of Appendix C for "any GPU, now": see updateFor.
-func (m *ModelCore) update(now Time, gpuFreeAt Time) { m.updateFor(now, gpuFreeAt, false) }
+func (m *ModelCore) update(now Time, gpuFreeAt Time) { m.updateFor(now, gpuFreeAt, notGranted) }
+
+// notGranted is updateFor's gpus argument when no GPU is in hand.
+const notGranted = -1
 
 // updateFor is update_candidate of Appendix C: it drops requests that cannot
 // make their deadline even alone, then builds the largest earliest-deadline
 // prefix that can still finish in time on a GPU free at gpuFreeAt (Past for
-// "any GPU, now"), and decides when it wants to run. With granted, a GPU is
-// in hand, and under DropWindow the head may be pruned for a bigger batch;
-// without one, nothing is pruned, since the GPU that finally comes may
-// still serve the head.
-func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, granted bool) {
+// "any GPU, now"), and decides when it wants to run. A gpus of 0 or more
+// means a GPU is in hand, granted by a rank loop with that many GPUs
+// online, and under DropWindow the head may be pruned for a bigger batch;
+// without one (notGranted), nothing is pruned, since the GPU that finally
+// comes may still serve the head.
+func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
 	soonestEnd := MaxTime(now.Add(m.dispatch1), gpuFreeAt).Add(m.ell1)
 	for m.queue.len() > 0 {
 		if soonestEnd <= m.execDeadline(m.queue.front()) {
@@ -319,7 +323,8 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, granted bool) {
 	}
 	dl := m.execDeadline(m.queue.front())
 	bs := m.largestFit(now, gpuFreeAt, dl)
-	if granted && m.drop == DropWindow && bs < m.queue.len() && bs < m.cfg.Profile.MaxBatch() {
+	if gpus != notGranted && m.drop == DropWindow && bs < m.queue.len() && bs < m.cfg.Profile.MaxBatch() {
+		bs = m.pruneToKeepUp(now, gpuFreeAt, bs, gpus)
 		bs = m.pruneWindow(now, gpuFreeAt, bs)
 		dl = m.execDeadline(m.queue.front())
 	}
@@ -349,13 +354,34 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, granted bool) {
 // how work-conserving schedulers collapse under overload. A window that is
 // limited by the queue's length rather than its head's deadline could still
 // grow, so taking it would only trade the head for a wait: then the head is
-// kept. Deadlines grow along the queue, so the batch that fits behind
-// position i only grows with i, and one pass with a growing k finds every
-// window's size.
+// kept.
 func (m *ModelCore) pruneWindow(now, gpuFreeAt Time, k0 int) int {
+	bestI, bestK, shortOfRequests := m.largestWindow(now, gpuFreeAt, k0)
+	if shortOfRequests {
+		return k0
+	}
+	if bestK-k0 <= bestI && float64(k0) >= pruneKeepFraction*float64(bestK) {
+		// The head's batch is nearly as big as the best, and dropping
+		// would lose at least as many requests as the batch gains: keep it.
+		return k0
+	}
+	m.dropHeads(bestI)
+	return bestK
+}
+
+// largestWindow finds the window start i ≥ 1 behind which the biggest batch
+// fits on a GPU free at gpuFreeAt, if it is bigger than k0, the batch behind
+// the head: the fewest heads to drop for the biggest batch. It returns
+// (0, k0) if no window is bigger. shortOfRequests says that the best
+// window is limited by the queue's length, not by its head's deadline: it
+// could still grow, so taking it would only trade the head for a wait.
+// Deadlines grow along the queue, so the batch that fits behind position i
+// only grows with i, and one pass with a growing k finds every window's
+// size.
+func (m *ModelCore) largestWindow(now, gpuFreeAt Time, k0 int) (bestI, bestK int, shortOfRequests bool) {
 	n := m.queue.len()
 	maxB := m.cfg.Profile.MaxBatch()
-	bestI, bestK := 0, k0
+	bestI, bestK = 0, k0
 	k := k0
 	for i := 1; i < n && n-i > bestK; i++ {
 		dl := m.execDeadline(m.queue.at(i))
@@ -370,18 +396,103 @@ func (m *ModelCore) pruneWindow(now, gpuFreeAt Time, k0 int) int {
 			break
 		}
 	}
-	if bestI > 0 && bestK < maxB && m.fits(now, gpuFreeAt, m.execDeadline(m.queue.at(bestI)), bestK+1) {
-		return k0 // the best window is short of requests, not of time
-	}
-	if bestK-k0 <= bestI && float64(k0) >= pruneKeepFraction*float64(bestK) {
-		// The head's batch is nearly as big as the best, and dropping
-		// would lose at least as many requests as the batch gains: keep it.
-		return k0
-	}
-	for ; bestI > 0; bestI-- {
+	shortOfRequests = bestI > 0 && bestK < maxB && m.fits(now, gpuFreeAt, m.execDeadline(m.queue.at(bestI)), bestK+1)
+	return bestI, bestK, shortOfRequests
+}
+
+// dropHeads prunes the i earliest-deadline requests.
+func (m *ModelCore) dropHeads(i int) {
+	for ; i > 0; i-- {
 		m.out.Drops = append(m.out.Drops, Drop{Request: m.queue.popFront(), Reason: DropPruned})
 	}
-	return bestK
+}
+
+// pruneToKeepUp drops head requests when the batch that includes them, k0,
+// is smaller than the keep-up batch: the smallest batch size at which the
+// rank loop's gpus GPUs, running this model's batches back to back, serve
+// its arrival rate λ (N·b/ℓ(b) ≥ λ, the throughput condition of §4.2 Eq. 3;
+// for ℓ(b) = αb + β, b ≥ βλ/(N − αλ)). It drops the fewest heads that
+// leave a window of at least that many requests which can still run in
+// time on the GPU in hand, and returns the new batch size (k0 if it drops
+// nothing).
+//
+// It is called with a GPU in hand and a backlog: the queue holds more than
+// the head's batch, because the head has waited so long that only a small
+// batch still meets its deadline. A batch below the keep-up size serves
+// fewer requests per GPU-second than arrive, so the backlog grows, the
+// next head has waited longer still and its batch is smaller again: the
+// cascade that ends in dropping a whole window of requests at once.
+// Dropping the head or two that stand in the way keeps batches at a size
+// the GPUs can sustain, and the backlog drains.
+//
+// When not even the largest batch that a request arriving now could join
+// keeps up, the load is beyond what the GPUs can serve and requests will be
+// lost whatever the schedule: then every GPU-second should serve as many
+// requests as it can, and the heads go for the largest window that its
+// deadline limits (the flat top of §4.4).
+//
+// The keep-up size is a lower bound where other models share the GPUs
+// (they get some of the gpus), so the rule then prunes less than a full
+// accounting would. If no window of the keep-up size fits, it prunes
+// nothing and pruneWindow decides alone.
+func (m *ModelCore) pruneToKeepUp(now, gpuFreeAt Time, k0, gpus int) int {
+	if gpus <= 0 {
+		return k0
+	}
+	lambda := m.rate.perSecond(now)
+	prof := m.cfg.Profile
+	keepsUp := func(b int) bool { return float64(gpus)*prof.Throughput(b) >= lambda }
+	if keepsUp(k0) {
+		return k0
+	}
+	n := m.queue.len()
+	fresh := m.freshBatch(now, gpuFreeAt, m.queue.at(n-1))
+	if fresh == 0 || !keepsUp(fresh) {
+		bestI, bestK, shortOfRequests := m.largestWindow(now, gpuFreeAt, k0)
+		if shortOfRequests {
+			return k0
+		}
+		m.dropHeads(bestI)
+		return bestK
+	}
+	keep := k0 + 1
+	for keep < fresh && !keepsUp(keep) {
+		keep++
+	}
+	// Whether a window of keep fits behind position i only turns from
+	// false to true as i grows: find the first i where it does.
+	lo, hi := 1, n-keep+1 // hi: no window of keep requests left
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if m.fits(now, gpuFreeAt, m.execDeadline(m.queue.at(mid)), keep) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo > n-keep {
+		return k0
+	}
+	m.dropHeads(lo)
+	return m.largestFit(now, gpuFreeAt, m.execDeadline(m.queue.front()))
+}
+
+// freshBatch is the largest batch that a request arriving now, with the
+// same time to its deadline as r had on arrival (its SLO), could join on a
+// GPU free at gpuFreeAt: the most any batch of this model can hold from
+// now on.
+func (m *ModelCore) freshBatch(now, gpuFreeAt Time, r *Request) int {
+	dl := now.Add(r.Deadline.Sub(r.Arrival) - m.cfg.Delays.Result)
+	lo, hi := 0, m.cfg.Profile.MaxBatch()
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if m.fits(now, gpuFreeAt, dl, mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // pruneKeepFraction: when a GPU is granted, DropWindow keeps the head if its

@@ -266,7 +266,7 @@ func TestGrantPlansBatch(t *testing.T) {
 
 	// A GPU granted at 1ms that frees at 2ms: earliest = max(1, 2) = 2ms,
 	// the batch of four still fits: FinishAt = 2 + ℓ(4) = 11ms.
-	out = m.Grant(at(ms), 7, at(2*ms))
+	out = m.Grant(at(ms), Grant{GPU: 7, FreeAt: at(2 * ms)})
 	if len(out.Plans) != 1 || len(out.Returns) != 1 || len(out.Drops) != 0 {
 		t.Fatalf("grant: %d plans, %d returns, %d drops; want 1, 1, 0", len(out.Plans), len(out.Returns), len(out.Drops))
 	}
@@ -290,14 +290,14 @@ func TestGrantPlansBatch(t *testing.T) {
 
 	// A second grant finds nothing: the GPU goes back unused, free at
 	// max(now, gpuFreeAt).
-	out = m.Grant(at(3*ms), 7, at(11*ms))
+	out = m.Grant(at(3*ms), Grant{GPU: 7, FreeAt: at(11 * ms)})
 	if len(out.Plans) != 0 || len(out.Returns) != 1 {
 		t.Fatalf("empty grant: %d plans, %d returns", len(out.Plans), len(out.Returns))
 	}
 	if r := out.Returns[0]; r.Used || r.FreeAt != at(11*ms) {
 		t.Errorf("empty grant returned %+v, want unused free at 11ms", r)
 	}
-	out = m.Grant(at(4*ms), 7, Past)
+	out = m.Grant(at(4*ms), Grant{GPU: 7, FreeAt: Past})
 	if r := out.Returns[0]; r.Used || r.FreeAt != at(4*ms) {
 		t.Errorf("empty grant of a free GPU returned %+v, want unused free at now = 4ms", r)
 	}
@@ -310,7 +310,7 @@ func TestGrantRespectsMaxBatch(t *testing.T) {
 	if c := m.Candidate(); c.BatchSize != 3 {
 		t.Fatalf("candidate %+v, want bs 3", c)
 	}
-	out := m.Grant(0, 0, Past)
+	out := m.Grant(0, Grant{GPU: 0, FreeAt: Past})
 	if got := ids(out.Plans[0].Requests); !slices.Equal(got, []RequestID{1, 2, 3}) {
 		t.Errorf("plan %v, want [1 2 3]", got)
 	}
@@ -324,7 +324,7 @@ func TestGrantDropsWhatCannotFit(t *testing.T) {
 	m.Enqueue(0, mkReqs(1, 10*ms))
 	// The GPU frees at 5ms: 5 + ℓ(1) = 11 > 10, the request cannot make it
 	// even alone. It is dropped and the GPU goes back unused, free at 5ms.
-	out := m.Grant(at(ms), 2, at(5*ms))
+	out := m.Grant(at(ms), Grant{GPU: 2, FreeAt: at(5 * ms)})
 	if len(out.Plans) != 0 {
 		t.Fatalf("planned %+v", out.Plans)
 	}
@@ -342,7 +342,7 @@ func TestGrantShrinksBatchForLateGPU(t *testing.T) {
 	// A GPU free now: k + 5 ≤ 20 for k ≤ 15, so all 5.
 	wantCand(t, "free GPU", m.Candidate(), 5, 0, at(10*ms), at(20*ms))
 	// A GPU free at 12ms: 12 + k + 5 ≤ 20 for k ≤ 3.
-	out := m.Grant(0, 0, at(12*ms))
+	out := m.Grant(0, Grant{GPU: 0, FreeAt: at(12 * ms)})
 	p := out.Plans[0]
 	if got := ids(p.Requests); !slices.Equal(got, []RequestID{1, 2, 3}) || p.ExecAt != at(12*ms) || p.FinishAt != at(20*ms) {
 		t.Errorf("plan %v exec %v finish %v, want [1 2 3] exec 12ms finish 20ms", got, p.ExecAt, p.FinishAt)
@@ -378,7 +378,7 @@ func TestDropTimeoutKeepsFittingPrefix(t *testing.T) {
 // is in hand; collecting both calls' drops keeps these tests neutral.
 func enqueueAndGrant(m *ModelCore, now Time, rs []Request, gpuFreeAt Time) ([]Drop, *BatchPlan) {
 	drops := slices.Clone(m.Enqueue(now, rs).Drops)
-	out := m.Grant(now, 0, gpuFreeAt)
+	out := m.Grant(now, Grant{GPU: 0, FreeAt: gpuFreeAt})
 	drops = append(drops, out.Drops...)
 	if len(out.Plans) == 0 {
 		return drops, nil
@@ -487,6 +487,109 @@ func TestDropWindowKeepsHead(t *testing.T) {
 	wantCand(t, "after keep", m.Candidate(), 4, 0, at(5*ms), at(14*ms))
 }
 
+// TestDropWindowPrunesToKeepUp works one backlog by hand. Requests arrive
+// every millisecond from 1ms to 100ms with a 20ms SLO; the rate window is
+// 100ms, so at 100ms λ = 100 requests / 99ms ≈ 1010 req/s. ℓ(b) = b + 5ms
+// and no network delays. By 100ms the requests that arrived before 86ms
+// cannot make it even alone; fifteen wait, deadlines 106..120ms, and the
+// head's batch on a GPU free now is k0 = 1 (100 + ℓ(1) ≤ 106).
+//
+// On 2 GPUs, batches of 5 serve 2·5/10ms = 1000 req/s < λ and batches of
+// 6 serve 1091 req/s: the keep-up batch is 6. The fewest heads to drop for
+// a window of 6 that fits is five (the window behind 91, dl 111: 100 +
+// ℓ(6) ≤ 111). Six then run, and the pruneWindow rule keeps that head:
+// the best later window (8, behind 93) gains two for two dropped.
+//
+// Without the rule (a grant that carries no GPU count, or eight GPUs on
+// which a batch of one keeps up), pruneWindow alone finds the window of 8
+// behind 93 (100 + ℓ(8) ≤ 113) and, since the head's batch of 1 is far
+// below it, drops seven. On one GPU not even the 15 that a request
+// arriving now could join (100 + ℓ(15) ≤ 120) keep up (750 req/s): that
+// overload takes the largest window, the same one here.
+func TestDropWindowPrunesToKeepUp(t *testing.T) {
+	type want struct{ pruned, planned []RequestID }
+	span := func(lo, hi RequestID) []RequestID {
+		var out []RequestID
+		for id := lo; id <= hi; id++ {
+			out = append(out, id)
+		}
+		return out
+	}
+	windowOnly := want{span(86, 92), span(93, 100)}
+	for gpus, w := range map[int]want{
+		0: windowOnly,
+		1: windowOnly,
+		2: {span(86, 90), span(91, 96)},
+		8: windowOnly,
+	} {
+		m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 100 * ms})
+		var expired []RequestID
+		for a := RequestID(1); a <= 100; a++ {
+			now := at(time.Duration(a) * ms)
+			out := m.Enqueue(now, []Request{{ID: a, Arrival: now, Deadline: now.Add(20 * ms)}})
+			expired = append(expired, dropIDs(out.Drops, DropDeadline, t)...)
+		}
+		if !slices.Equal(expired, span(1, 85)) {
+			t.Fatalf("%d GPUs: expired %v, want 1..85", gpus, expired)
+		}
+		out := m.Grant(at(100*ms), Grant{GPU: 0, FreeAt: Past, GPUs: gpus})
+		if got := dropIDs(out.Drops, DropPruned, t); !slices.Equal(got, w.pruned) {
+			t.Errorf("%d GPUs: pruned %v, want %v", gpus, got, w.pruned)
+		}
+		if len(out.Plans) != 1 || !slices.Equal(ids(out.Plans[0].Requests), w.planned) || out.Plans[0].ExecAt != at(100*ms) {
+			t.Errorf("%d GPUs: plans %+v, want %v at 100ms", gpus, out.Plans, w.planned)
+		}
+	}
+}
+
+// TestDropWindowOverloadTakesLargestWindow: when not even the largest batch
+// a request arriving now could join keeps up with λ, the heads go for the
+// largest window even where pruneWindow would keep them. λ comes from
+// requests every millisecond from 1ms to 100ms (≈ 1010 req/s over the
+// 100ms window); the first ninety have a 5ms SLO, less than ℓ(1) = 6ms, so
+// they end on arrival; the last ten (91..100ms) have 20ms. At 100ms the
+// head's batch is 6 (100 + ℓ(6) ≤ 111), and the best window, 8 behind 93
+// (100 + ℓ(8) ≤ 113), gains two for two dropped: pruneWindow keeps the
+// head. A fresh request could join 15 (100 + ℓ(15) ≤ 120): on one GPU that
+// serves 750 req/s, below λ, so the load is an overload and the two heads
+// go; on two GPUs a batch of 6 already keeps up (1091 req/s).
+func TestDropWindowOverloadTakesLargestWindow(t *testing.T) {
+	span := func(lo, hi RequestID) []RequestID {
+		var out []RequestID
+		for id := lo; id <= hi; id++ {
+			out = append(out, id)
+		}
+		return out
+	}
+	type want struct{ pruned, planned []RequestID }
+	keepHead := want{[]RequestID{}, span(91, 96)}
+	for gpus, w := range map[int]want{
+		0: keepHead,
+		1: {span(91, 92), span(93, 100)},
+		2: keepHead,
+	} {
+		m := newModel(t, ModelConfig{Policy: PolicySymphony, RateWindow: 100 * ms})
+		for a := RequestID(1); a <= 100; a++ {
+			now := at(time.Duration(a) * ms)
+			slo := 5 * ms
+			if a > 90 {
+				slo = 20 * ms
+			}
+			out := m.Enqueue(now, []Request{{ID: a, Arrival: now, Deadline: now.Add(slo)}})
+			if got := dropIDs(out.Drops, DropDeadline, t); a <= 90 && !slices.Equal(got, []RequestID{a}) || a > 90 && len(got) != 0 {
+				t.Fatalf("%d GPUs: enqueue of %d dropped %v", gpus, a, got)
+			}
+		}
+		out := m.Grant(at(100*ms), Grant{GPU: 0, FreeAt: Past, GPUs: gpus})
+		if got := dropIDs(out.Drops, DropPruned, t); !slices.Equal(got, w.pruned) {
+			t.Errorf("%d GPUs: pruned %v, want %v", gpus, got, w.pruned)
+		}
+		if len(out.Plans) != 1 || !slices.Equal(ids(out.Plans[0].Requests), w.planned) {
+			t.Errorf("%d GPUs: plans %+v, want %v", gpus, out.Plans, w.planned)
+		}
+	}
+}
+
 func TestOutOfOrderDeadlinesAndDropAll(t *testing.T) {
 	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving})
 	m.Enqueue(0, mkReqs(1, 90*ms, 30*ms, 60*ms))
@@ -555,7 +658,7 @@ func TestTimeGoingBackwardsIsClamped(t *testing.T) {
 	if out.Candidate.ExecAt != at(10*ms) {
 		t.Errorf("ExecAt %v after an earlier now, want 10ms", out.Candidate.ExecAt)
 	}
-	out = m.Grant(at(3*ms), 0, Past)
+	out = m.Grant(at(3*ms), Grant{GPU: 0, FreeAt: Past})
 	p := out.Plans[0]
 	if p.GrantedAt != at(10*ms) || p.ExecAt != at(10*ms) || p.FinishAt != at(17*ms) {
 		t.Errorf("plan granted %v exec %v finish %v, want 10ms 10ms 17ms", p.GrantedAt, p.ExecAt, p.FinishAt)
@@ -690,7 +793,7 @@ func TestCandidateMatchesBruteForce(t *testing.T) {
 			}
 		}
 
-		out = m.Grant(now, 0, free)
+		out = m.Grant(now, Grant{GPU: 0, FreeAt: free})
 		kEnq := k
 		dropped, kept, k = bruteFit(kept, now, free, prof, d)
 		if k < kEnq {

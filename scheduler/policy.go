@@ -80,12 +80,17 @@ const (
 	// even in a batch of one; the candidate is the earliest-deadline prefix
 	// that fits (§4.3 pruning).
 	DropTimeout
-	// DropWindow also drops head requests when the batch that includes them
-	// would be so small that dropping them lets the batch grow by more than
-	// the number dropped. Under light load the whole queue fits and nothing
-	// is dropped; under overload batches keep their size instead of
-	// collapsing to nearly-expired singletons, which gives the flat top of
-	// §4.4.
+	// DropWindow also drops head requests, but only with a GPU in hand and a
+	// backlog behind the head: when the head's batch is below the keep-up
+	// size, the smallest batch at which the rank loop's GPUs serve the
+	// model's arrival rate (dropping the fewest heads that leave a window
+	// of that size, or, if not even the largest batch a fresh request could
+	// join keeps up, those before the largest window), and when dropping
+	// lets the batch grow by more than the number dropped. Under light load
+	// the whole queue fits and nothing is dropped; near capacity a Poisson
+	// burst no longer cascades into ever smaller batches; under overload
+	// batches keep their size instead of collapsing to nearly-expired
+	// singletons, which gives the flat top of §4.4.
 	DropWindow
 )
 

@@ -119,6 +119,12 @@ type harness struct {
 	gpuFinish   []scheduler.Time // end of the last batch planned on each GPU
 	plans       int
 	err         error
+
+	// hideGPUCount zeroes Grant.GPUs before a ModelCore sees a grant,
+	// which turns the window drop policy's keep-up rule off.
+	hideGPUCount bool
+	// pruned counts DropPruned drops; maxPruned is the most one call made.
+	pruned, maxPruned int
 }
 
 func newHarness(t *testing.T, w *workload.Workload) *harness {
@@ -172,9 +178,15 @@ func (h *harness) end(model int, r *scheduler.Request) {
 // handle checks and carries out one ModelCore output; grant is the grant
 // the output answers, if any.
 func (h *harness) handle(model int, out *scheduler.ModelOutput, grant *scheduler.Grant) {
+	pruned := 0
 	for i := range out.Drops {
 		h.end(model, &out.Drops[i].Request)
+		if out.Drops[i].Reason == scheduler.DropPruned {
+			pruned++
+		}
 	}
+	h.pruned += pruned
+	h.maxPruned = max(h.maxPruned, pruned)
 	if len(out.Plans) > 1 {
 		h.fail("model %d: %d plans in one call", model, len(out.Plans))
 	}
@@ -270,7 +282,13 @@ func (h *harness) wake() {
 					h.fail("model %d granted a second GPU", g.Model)
 				}
 				h.gpuGranted[g.GPU], h.outstanding[g.Model] = true, g
-				h.handle(int(g.Model), h.models[g.Model].Grant(h.now, g.GPU, g.FreeAt), g)
+				if g.GPUs != h.rank.OnlineGPUs() {
+					h.fail("grant %+v: %d GPUs online", *g, h.rank.OnlineGPUs())
+				}
+				if h.hideGPUCount {
+					g.GPUs = 0
+				}
+				h.handle(int(g.Model), h.models[g.Model].Grant(h.now, *g), g)
 			}
 			progressed = true
 		}

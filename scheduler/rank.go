@@ -13,6 +13,12 @@ type Grant struct {
 	GPU   GPUID
 	// FreeAt is when the GPU finishes its previous batch.
 	FreeAt Time
+	// GPUs is the number of online GPUs of the rank loop that made the
+	// grant: the most GPUs the model's batches can be spread over. The
+	// window drop policy sizes its keep-up batch with it (see
+	// DropWindow). 0, for a grant that no RankCore made, turns that rule
+	// off.
+	GPUs int
 }
 
 // RankConfig configures a RankCore.
@@ -95,6 +101,7 @@ type RankCore struct {
 	ready  []ModelID             // schedulable models waiting for a GPU
 	grants []Grant
 	ahead  time.Duration
+	online int // GPUs online
 }
 
 // NewRankCore returns a RankCore with all GPUs free and no candidates.
@@ -118,6 +125,7 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 		r.gpus[i] = rankGPU{freeAt: Past, online: !cfg.StartOffline}
 		if !cfg.StartOffline {
 			r.free.Push(GPUID(i))
+			r.online++
 		}
 	}
 	if cfg.Policy == PolicyClockwork {
@@ -288,6 +296,7 @@ func (r *RankCore) EnableGPU(g GPUID, freeAt Time) {
 		return
 	}
 	st.online = true
+	r.online++
 	if !st.granted {
 		st.freeAt = freeAt
 		r.free.Push(g)
@@ -299,6 +308,9 @@ func (r *RankCore) EnableGPU(g GPUID, freeAt Time) {
 // granted again until EnableGPU.
 func (r *RankCore) DisableGPU(g GPUID) {
 	st := &r.gpus[g]
+	if st.online {
+		r.online--
+	}
 	st.online = false
 	r.free.Remove(g)
 }
@@ -335,20 +347,12 @@ func (r *RankCore) DetachModel(m ModelID) {
 }
 
 // OnlineGPUs is the number of GPUs that may be granted.
-func (r *RankCore) OnlineGPUs() int {
-	n := 0
-	for i := range r.gpus {
-		if r.gpus[i].online {
-			n++
-		}
-	}
-	return n
-}
+func (r *RankCore) OnlineGPUs() int { return r.online }
 
 func (r *RankCore) grant(m ModelID, g GPUID) {
 	r.gpus[g].granted = true
 	r.models[m].state = modelGranted
-	r.grants = append(r.grants, Grant{Model: m, GPU: g, FreeAt: r.gpus[g].freeAt})
+	r.grants = append(r.grants, Grant{Model: m, GPU: g, FreeAt: r.gpus[g].freeAt, GPUs: r.online})
 }
 
 // FreeGPUs is the number of GPUs not currently granted.

@@ -76,7 +76,7 @@ func TestRankGrantsFreeGPUAtTimer(t *testing.T) {
 		t.Fatalf("WakeAt %v, want 8ms", r.WakeAt())
 	}
 	wantGrants(t, "before timer", tick(r, at(8*ms)-1))
-	wantGrants(t, "at timer", tick(r, at(8*ms)), Grant{Model: 0, GPU: 0, FreeAt: Past})
+	wantGrants(t, "at timer", tick(r, at(8*ms)), Grant{Model: 0, GPU: 0, FreeAt: Past, GPUs: 2})
 	if r.FreeGPUs() != 1 || r.WakeAt() != Never {
 		t.Errorf("after grant: %d free, WakeAt %v", r.FreeGPUs(), r.WakeAt())
 	}
@@ -89,7 +89,7 @@ func TestRankCandidateWaitsForGPU(t *testing.T) {
 	r := newRank(t, RankConfig{Models: 2, GPUs: 1, Delays: d})
 	// Occupy the only GPU: model 0's batch runs until 20ms.
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(2 * ms), InvalidAfter: at(4 * ms), Version: 1})
-	wantGrants(t, "model 0", tick(r, r.WakeAt()), Grant{Model: 0, GPU: 0, FreeAt: Past})
+	wantGrants(t, "model 0", tick(r, r.WakeAt()), Grant{Model: 0, GPU: 0, FreeAt: Past, GPUs: 1})
 	r.Update(1, Candidate{BatchSize: 2, ExecAt: at(5 * ms), InvalidAfter: at(25 * ms), Deadline: at(33 * ms), Version: 1})
 	// Model 1's timer is at 5 − 2 = 3ms but no GPU is free: it becomes
 	// ready and, with no GPU to watch, the core sleeps.
@@ -104,7 +104,7 @@ func TestRankCandidateWaitsForGPU(t *testing.T) {
 		t.Fatalf("WakeAt %v, want 18ms", r.WakeAt())
 	}
 	wantGrants(t, "early", tick(r, at(18*ms)-1))
-	wantGrants(t, "gpu timer", tick(r, at(18*ms)), Grant{Model: 1, GPU: 0, FreeAt: at(20 * ms)})
+	wantGrants(t, "gpu timer", tick(r, at(18*ms)), Grant{Model: 1, GPU: 0, FreeAt: at(20 * ms), GPUs: 1})
 }
 
 // busyRank returns a one-GPU core whose GPU is busy until 20ms, with models
@@ -134,7 +134,7 @@ func TestRankEarliestExecAtWins(t *testing.T) {
 	if r.WakeAt() != at(20*ms) {
 		t.Fatalf("WakeAt %v, want the GPU's free time 20ms", r.WakeAt())
 	}
-	wantGrants(t, "symphony", tick(r, at(20*ms)), Grant{Model: 2, GPU: 0, FreeAt: at(20 * ms)})
+	wantGrants(t, "symphony", tick(r, at(20*ms)), Grant{Model: 2, GPU: 0, FreeAt: at(20 * ms), GPUs: 1})
 
 	// A candidate the GPU cannot serve in time (InvalidAfter 19ms < 20ms)
 	// loses to one it can, despite its earlier ExecAt.
@@ -143,7 +143,7 @@ func TestRankEarliestExecAtWins(t *testing.T) {
 	cands[2] = c2
 	r = busyRank(t, PolicySymphony, cands)
 	tick(r, at(8*ms))
-	wantGrants(t, "invalid loses", tick(r, at(20*ms)), Grant{Model: 3, GPU: 0, FreeAt: at(20 * ms)})
+	wantGrants(t, "invalid loses", tick(r, at(20*ms)), Grant{Model: 3, GPU: 0, FreeAt: at(20 * ms), GPUs: 1})
 }
 
 func TestRankClockworkEarliestDeadlineWins(t *testing.T) {
@@ -158,7 +158,7 @@ func TestRankClockworkEarliestDeadlineWins(t *testing.T) {
 	if r.WakeAt() != at(15*ms) {
 		t.Fatalf("WakeAt %v, want 20ms − 5ms", r.WakeAt())
 	}
-	wantGrants(t, "clockwork", tick(r, at(15*ms)), Grant{Model: 3, GPU: 0, FreeAt: at(20 * ms)})
+	wantGrants(t, "clockwork", tick(r, at(15*ms)), Grant{Model: 3, GPU: 0, FreeAt: at(20 * ms), GPUs: 1})
 }
 
 // Clockwork never grants at the model timer, even with a GPU free: the
@@ -167,7 +167,7 @@ func TestRankClockworkEarliestDeadlineWins(t *testing.T) {
 func TestRankClockworkScheduleAhead(t *testing.T) {
 	r := newRank(t, RankConfig{Models: 1, GPUs: 1, Policy: PolicyClockwork, ScheduleAhead: 3 * ms})
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(4 * ms), InvalidAfter: at(9 * ms), Version: 1})
-	wantGrants(t, "timer", tick(r, at(4*ms)), Grant{Model: 0, GPU: 0, FreeAt: Past})
+	wantGrants(t, "timer", tick(r, at(4*ms)), Grant{Model: 0, GPU: 0, FreeAt: Past, GPUs: 1})
 	r.Return(GPUReturn{Model: 0, GPU: 0, FreeAt: at(30 * ms), Used: true,
 		Candidate: Candidate{BatchSize: 1, ExecAt: at(5 * ms), InvalidAfter: at(40 * ms), Version: 2}})
 	wantGrants(t, "ready", tick(r, at(5*ms)))
@@ -179,7 +179,7 @@ func TestRankClockworkScheduleAhead(t *testing.T) {
 func TestRankOneGrantPerModel(t *testing.T) {
 	r := newRank(t, RankConfig{Models: 1, GPUs: 2})
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: 0, InvalidAfter: at(10 * ms), Version: 1})
-	wantGrants(t, "first", tick(r, 0), Grant{Model: 0, GPU: 0, FreeAt: Past})
+	wantGrants(t, "first", tick(r, 0), Grant{Model: 0, GPU: 0, FreeAt: Past, GPUs: 2})
 	// While the grant is outstanding, updates are recorded, not acted on,
 	// even though GPU 1 is free.
 	r.Update(0, Candidate{BatchSize: 3, ExecAt: 0, InvalidAfter: at(10 * ms), Version: 2})
@@ -191,7 +191,7 @@ func TestRankOneGrantPerModel(t *testing.T) {
 	r.Return(GPUReturn{Model: 0, GPU: 0, FreeAt: at(9 * ms), Used: true,
 		Candidate: Candidate{BatchSize: 2, ExecAt: at(ms), InvalidAfter: at(10 * ms), Version: 3}})
 	// GPU 1 (free since forever) is free before ExecAt: granted at once.
-	wantGrants(t, "after return", tick(r, at(ms)), Grant{Model: 0, GPU: 1, FreeAt: Past})
+	wantGrants(t, "after return", tick(r, at(ms)), Grant{Model: 0, GPU: 1, FreeAt: Past, GPUs: 2})
 }
 
 func TestRankIgnoresStaleVersions(t *testing.T) {
@@ -202,7 +202,7 @@ func TestRankIgnoresStaleVersions(t *testing.T) {
 		t.Errorf("stale update applied: WakeAt %v, want 10ms", r.WakeAt())
 	}
 	wantGrants(t, "stale time", tick(r, at(ms)))
-	wantGrants(t, "timer", tick(r, at(10*ms)), Grant{Model: 0, GPU: 0, FreeAt: Past})
+	wantGrants(t, "timer", tick(r, at(10*ms)), Grant{Model: 0, GPU: 0, FreeAt: Past, GPUs: 1})
 	// An update sent while the grant was outstanding (version 7) is newer
 	// than the candidate the return carries (version 6): the update wins.
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(30 * ms), InvalidAfter: at(40 * ms), Version: 7})
@@ -232,13 +232,13 @@ func TestRankManyModelsManyGPUs(t *testing.T) {
 	}
 	g := tick(r, at(ms))
 	wantGrants(t, "three at once", g,
-		Grant{Model: 0, GPU: 0, FreeAt: Past}, Grant{Model: 1, GPU: 1, FreeAt: Past}, Grant{Model: 2, GPU: 2, FreeAt: Past})
+		Grant{Model: 0, GPU: 0, FreeAt: Past, GPUs: 3}, Grant{Model: 1, GPU: 1, FreeAt: Past, GPUs: 3}, Grant{Model: 2, GPU: 2, FreeAt: Past, GPUs: 3})
 	r.Return(GPUReturn{Model: 0, GPU: 0, FreeAt: at(9 * ms), Used: true, Candidate: Candidate{Version: 2}})
 	r.Return(GPUReturn{Model: 1, GPU: 1, FreeAt: at(7 * ms), Used: true, Candidate: Candidate{Version: 2}})
 	r.Return(GPUReturn{Model: 2, GPU: 2, FreeAt: at(8 * ms), Used: true, Candidate: Candidate{Version: 2}})
 	r.Update(2, Candidate{BatchSize: 1, ExecAt: at(10 * ms), InvalidAfter: at(50 * ms), Version: 3})
 	// All GPUs free by ExecAt: the timer takes the earliest-free, GPU 1.
-	wantGrants(t, "earliest GPU", tick(r, at(10*ms)), Grant{Model: 2, GPU: 1, FreeAt: at(7 * ms)})
+	wantGrants(t, "earliest GPU", tick(r, at(10*ms)), Grant{Model: 2, GPU: 1, FreeAt: at(7 * ms), GPUs: 3})
 	if r.FreeGPUs() != 2 {
 		t.Errorf("%d free GPUs, want 2", r.FreeGPUs())
 	}
@@ -260,7 +260,7 @@ func TestRankGPUsComeAndGo(t *testing.T) {
 		t.Fatalf("WakeAt %v, want the enabled GPU's free time 11ms", r.WakeAt())
 	}
 	r.CorrectFreeAt(1, at(10*ms+ms/2))
-	wantGrants(t, "after correction", tick(r, at(10*ms+ms/2)), Grant{Model: 0, GPU: 1, FreeAt: at(10*ms + ms/2)})
+	wantGrants(t, "after correction", tick(r, at(10*ms+ms/2)), Grant{Model: 0, GPU: 1, FreeAt: at(10*ms + ms/2), GPUs: 1})
 
 	// Disabled while granted: the Return does not bring it back.
 	r.DisableGPU(1)
@@ -275,7 +275,7 @@ func TestRankGPUsComeAndGo(t *testing.T) {
 		t.Fatalf("after enable: %d free, %d online", r.FreeGPUs(), r.OnlineGPUs())
 	}
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(30 * ms), InvalidAfter: at(32 * ms), Deadline: at(39 * ms), Version: 3})
-	wantGrants(t, "re-enabled", tick(r, at(30*ms)), Grant{Model: 0, GPU: 1, FreeAt: Past})
+	wantGrants(t, "re-enabled", tick(r, at(30*ms)), Grant{Model: 0, GPU: 1, FreeAt: Past, GPUs: 1})
 	// A correction of a granted GPU waits for its Return.
 	r.CorrectFreeAt(1, at(50*ms))
 	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(40 * ms), Used: true, Candidate: Candidate{Version: 4}})
@@ -297,7 +297,7 @@ func TestRankDetachModel(t *testing.T) {
 	wantGrants(t, "after detach", tick(r, at(5*ms)))
 	// Ready and waiting for the busy GPU, then detached.
 	r.Update(1, Candidate{BatchSize: 1, ExecAt: 0, InvalidAfter: at(ms), Version: 1})
-	wantGrants(t, "occupy", tick(r, 0), Grant{Model: 1, GPU: 0, FreeAt: Past})
+	wantGrants(t, "occupy", tick(r, 0), Grant{Model: 1, GPU: 0, FreeAt: Past, GPUs: 1})
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -315,5 +315,5 @@ func TestRankDetachModel(t *testing.T) {
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(21 * ms), InvalidAfter: at(30 * ms), Version: 1})
 	wantGrants(t, "stale", tick(r, at(21*ms)))
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(21 * ms), InvalidAfter: at(30 * ms), Version: 3})
-	wantGrants(t, "attached again", tick(r, at(21*ms)), Grant{Model: 0, GPU: 0, FreeAt: at(20 * ms)})
+	wantGrants(t, "attached again", tick(r, at(21*ms)), Grant{Model: 0, GPU: 0, FreeAt: at(20 * ms), GPUs: 1})
 }

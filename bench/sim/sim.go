@@ -196,7 +196,7 @@ func (e *symphonyEngine) wake(now scheduler.Time) {
 				continue
 			}
 			for _, g := range r.Tick(now) {
-				e.handle(now, int(g.Model), e.models[g.Model].Grant(now, g.GPU, g.FreeAt))
+				e.handle(now, int(g.Model), e.models[g.Model].Grant(now, g))
 			}
 			progressed = true
 		}

@@ -207,7 +207,7 @@ func (m *modelThread) run() {
 			m.handle(m.core.Enqueue(m.s.Now(), reqs))
 		}
 		for _, g := range grants {
-			m.handle(m.core.Grant(m.s.Now(), g.GPU, g.FreeAt))
+			m.handle(m.core.Grant(m.s.Now(), g))
 		}
 		if stopping {
 			m.handle(m.core.DropAll(m.s.Now(), scheduler.DropShutdown))
