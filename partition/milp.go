@@ -5,14 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/symphony-serving/symphony/partition/lpsolve"
 )
 
 // MILP is the exact engine: it writes Appendix A.1's model (Eqs. 4-11) in
@@ -53,43 +51,15 @@ const DefaultMILPTimeLimit = 10 * time.Second
 // is the one returned.
 func (e *MILP) Name() string { return "milp" }
 
-// solver kinds.
-const (
-	kindCBC  = "cbc"
-	kindGLPK = "glpsol"
-)
-
-// errNoSolver is wrapped by lookup's errors, so that Solve can tell a
+// lookup resolves Solver to an installed solver; an error wraps
+// lpsolve.ErrNoSolver when it is not installed, so that Solve can tell a
 // missing solver (fall back) from other failures.
-var errNoSolver = errors.New("no MILP solver")
-
-// lookup resolves Solver to an executable and its kind.
-func (e *MILP) lookup() (path, kind string, err error) {
-	if e.Solver == "" {
-		for _, k := range []string{kindCBC, kindGLPK} {
-			if p, err := exec.LookPath(k); err == nil {
-				return p, k, nil
-			}
-		}
-		return "", "", fmt.Errorf("%w installed (looked for cbc, glpsol; apt-get install coinor-cbc)", errNoSolver)
+func (e *MILP) lookup() (lpsolve.Solver, error) {
+	s, err := lpsolve.Find(e.Solver)
+	if err != nil && !errors.Is(err, lpsolve.ErrNoSolver) {
+		return s, fmt.Errorf("partition: milp: %w", err)
 	}
-	base := filepath.Base(e.Solver)
-	switch {
-	case strings.HasPrefix(base, kindCBC):
-		kind = kindCBC
-	case strings.HasPrefix(base, kindGLPK):
-		kind = kindGLPK
-	default:
-		return "", "", fmt.Errorf("partition: milp: unknown solver %q (want cbc or glpsol)", e.Solver)
-	}
-	if e.Solver != base && !filepath.IsAbs(e.Solver) {
-		return "", "", fmt.Errorf("partition: milp: solver path %q must be absolute", e.Solver)
-	}
-	p, err := exec.LookPath(e.Solver)
-	if err != nil {
-		return "", "", fmt.Errorf("%w: %s not found (apt-get install coinor-cbc glpk-utils)", errNoSolver, e.Solver)
-	}
-	return p, kind, nil
+	return s, err
 }
 
 // Solve partitions p with the solver, under ctx's deadline (TimeLimit when
@@ -121,9 +91,10 @@ func (e *MILP) Solve(ctx context.Context, p *Problem) (*Result, error) {
 		res.Optimal = true
 		return res, nil
 	}
-	path, kind, err := e.lookup()
+	solver, err := e.lookup()
+	kind := solver.Kind
 	if err != nil {
-		if !errors.Is(err, errNoSolver) {
+		if !errors.Is(err, lpsolve.ErrNoSolver) {
 			return nil, err
 		}
 		if e.Fallback == nil {
@@ -172,7 +143,7 @@ func (e *MILP) Solve(ctx context.Context, p *Problem) (*Result, error) {
 		return fb, nil
 	}
 
-	run, err := e.runSolver(ctx, p, path, kind, fb)
+	run, err := e.runSolver(ctx, p, solver, fb)
 	notes = append(notes, run.notes...)
 	if err != nil {
 		if fb != nil {
@@ -181,36 +152,36 @@ func (e *MILP) Solve(ctx context.Context, p *Problem) (*Result, error) {
 		return nil, fmt.Errorf("partition: milp: %w", err)
 	}
 	sol := run.sol
-	switch sol.status {
-	case statusInfeasible:
+	switch sol.Status {
+	case lpsolve.Infeasible:
 		if fb != nil {
 			// Cannot be, unless the solver's tolerances disagree with ours.
-			return useFallback(fmt.Sprintf("%s reported the problem infeasible (%q) though %s found a feasible assignment", kind, sol.summary, fb.Engine))
+			return useFallback(fmt.Sprintf("%s reported the problem infeasible (%q) though %s found a feasible assignment", kind, sol.Summary, fb.Engine))
 		}
-		return nil, fmt.Errorf("%w: %s proved it (%s)", ErrInfeasible, kind, sol.summary)
-	case statusNoSolution:
-		why := fmt.Sprintf("%s found no feasible assignment within its %v time limit (%s)", kind, run.limit, sol.summary)
+		return nil, fmt.Errorf("%w: %s proved it (%s)", ErrInfeasible, kind, sol.Summary)
+	case lpsolve.NoSolution:
+		why := fmt.Sprintf("%s found no feasible assignment within its %v time limit (%s)", kind, run.limit, sol.Summary)
 		if fb != nil {
 			return useFallback(why)
 		}
 		return nil, fmt.Errorf("%w: %s", ErrInfeasible, why)
 	}
-	assignment, err := sol.assignment(len(p.Models), p.Parts)
+	a, err := assignment(sol, len(p.Models), p.Parts)
 	if err == nil {
-		assignment = relabel(p, assignment)
+		a = relabel(p, a)
 	}
 	var res *Result
 	if err == nil {
-		res, err = p.NewResult(e.Name(), assignment, 0)
+		res, err = p.NewResult(e.Name(), a, 0)
 	}
 	if err != nil {
-		err = fmt.Errorf("%s's solution (%s) is unusable: %w", kind, sol.summary, err)
+		err = fmt.Errorf("%s's solution (%s) is unusable: %w", kind, sol.Summary, err)
 		if fb != nil {
 			return useFallback(err.Error())
 		}
 		return nil, fmt.Errorf("partition: milp: %w", err)
 	}
-	res.Optimal = sol.status == statusOptimal
+	res.Optimal = sol.Status == lpsolve.Optimal
 	if !res.Optimal {
 		notes = append(notes, run.stopNote)
 	}
@@ -233,7 +204,7 @@ func (e *MILP) Solve(ctx context.Context, p *Problem) (*Result, error) {
 
 // solverRun is what one solver subprocess produced.
 type solverRun struct {
-	sol *solverSolution
+	sol *lpsolve.Solution
 	// limit is the time limit the solver was given.
 	limit time.Duration
 	// stopNote explains a non-optimal stop, for Result.Notes.
@@ -242,107 +213,30 @@ type solverRun struct {
 	notes []string
 }
 
-// reserve is the time kept back from the solver's own limit for writing
-// the model, the solver's start-up and shut-down, and reading its answer,
-// so that it stops by itself, with its best solution, before ctx's deadline
-// kills it. cbc on 800 models × 20 parts needed up to 0.6 s beyond its
-// limit on a busy machine; killed, it leaves no solution at all.
-func reserve(remaining time.Duration) time.Duration {
-	return 200*time.Millisecond + remaining/12
-}
-
 // runSolver writes the model, runs the solver and parses its solution.
-func (e *MILP) runSolver(ctx context.Context, p *Problem, path, kind string, fb *Result) (solverRun, error) {
+func (e *MILP) runSolver(ctx context.Context, p *Problem, solver lpsolve.Solver, fb *Result) (solverRun, error) {
 	var run solverRun
-	dir, err := os.MkdirTemp(e.TempDir, "symphony-milp-")
-	if err != nil {
-		return run, fmt.Errorf("temporary directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	o := lpOptions{symmetric: !disruptionRow(p)}
-	lpPath := filepath.Join(dir, "model.lp")
-	f, err := os.Create(lpPath)
+	opts := lpsolve.Options{TempDir: e.TempDir}
+	if fb != nil && solver.Kind == lpsolve.CBC {
+		opts.WarmStart = mipStart(p, o, fb.Assignment)
+	}
+	res, err := solver.Solve(ctx, func(w io.Writer) error { return writeLP(w, p, o) }, opts)
+	run.limit = res.Limit
 	if err != nil {
 		return run, err
 	}
-	err = writeLP(f, p, o)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return run, fmt.Errorf("writing the model: %w", err)
-	}
-
-	deadline, _ := ctx.Deadline()
-	remaining := time.Until(deadline)
-	run.limit = remaining - reserve(remaining)
-	if run.limit < 50*time.Millisecond {
-		return run, fmt.Errorf("no time left to run %s", kind)
-	}
-	solPath := filepath.Join(dir, "solution.txt")
-	var args []string
-	switch kind {
-	case kindCBC:
-		args = []string{lpPath}
-		if fb != nil {
-			startPath := filepath.Join(dir, "start.txt")
-			if err := os.WriteFile(startPath, mipStart(p, o, fb.Assignment), 0o600); err != nil {
-				return run, err
+	run.sol = res.Solution
+	run.stopNote = res.StopNote()
+	if fb != nil {
+		switch solver.Kind {
+		case lpsolve.CBC:
+			if !res.WarmStartTaken {
+				run.notes = append(run.notes, "cbc did not take "+fb.Engine+"'s assignment as a warm start")
 			}
-			args = append(args, "mipstart", startPath)
-		}
-		// Wall-clock, not CPU, time: the machine may be busy.
-		secs := strconv.FormatFloat(run.limit.Seconds(), 'f', 2, 64)
-		args = append(args, "timeMode", "elapsed", "seconds", secs, "printingOptions", "normal", "solve", "solution", solPath)
-	case kindGLPK:
-		// glpsol's limit is whole seconds and leaves out its start (the LP
-		// relaxation), which overran it by a second on 800 models × 20
-		// parts: give it a second less, rounded down, at least 1.
-		secs := max(1, int((run.limit-time.Second)/time.Second))
-		run.limit = time.Duration(secs) * time.Second
-		args = []string{"--lp", lpPath, "--tmlim", strconv.Itoa(secs), "--wglp", filepath.Join(dir, "model.glp"), "-w", solPath}
-	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	cmd.WaitDelay = 100 * time.Millisecond
-	runErr := cmd.Run()
-	log := out.String()
-	if ctx.Err() != nil {
-		return run, fmt.Errorf("%s was stopped before it finished (its own time limit was %v): %w", kind, run.limit.Round(time.Millisecond), ctx.Err())
-	}
-	data, readErr := os.ReadFile(solPath)
-	if runErr != nil || readErr != nil {
-		err := runErr
-		if err == nil {
-			err = readErr
-		}
-		return run, fmt.Errorf("%s failed: %v; its output ends: %s", kind, err, logTail(log))
-	}
-	switch kind {
-	case kindCBC:
-		run.sol, err = parseCBCSolution(data)
-		if fb != nil && !strings.Contains(log, "MIPStart provided solution") {
-			run.notes = append(run.notes, "cbc did not take "+fb.Engine+"'s assignment as a warm start")
-		}
-		if err == nil {
-			run.stopNote = fmt.Sprintf("cbc stopped at its %v time limit (%s); %s", run.limit.Round(10*time.Millisecond), run.sol.summary, cbcGap(log))
-		}
-	case kindGLPK:
-		var model []byte
-		model, err = os.ReadFile(filepath.Join(dir, "model.glp"))
-		if err == nil {
-			run.sol, err = parseGLPKSolution(data, model)
-		}
-		if fb != nil {
+		case lpsolve.GLPK:
 			run.notes = append(run.notes, "glpsol takes no warm start: "+fb.Engine+"'s assignment was only compared with its answer")
 		}
-		run.stopNote = fmt.Sprintf("glpsol stopped at its %v time limit; %s", run.limit, glpkGap(log))
-	}
-	if err != nil {
-		return run, fmt.Errorf("%s's solution file: %w", kind, err)
 	}
 	return run, nil
 }
@@ -444,54 +338,4 @@ func relabel(p *Problem, a []int) []int {
 		return a
 	}
 	return out
-}
-
-// cbcGap reads the optimality gap from cbc's log ("Objective value:" and
-// "Lower bound:" lines of its result summary), for a Note.
-func cbcGap(log string) string {
-	obj, ok1 := logNumber(log, "Objective value:")
-	lb, ok2 := logNumber(log, "Lower bound:")
-	if !ok1 || !ok2 {
-		return "best solution's gap unknown"
-	}
-	return fmt.Sprintf("best objective %.6g, lower bound %.6g", obj, lb)
-}
-
-// glpkGap returns glpsol's last branch-and-bound progress line ("+ ITER:
-// mip = BEST >= BOUND GAP% (ACTIVE; DONE)"), which holds the gap, for a
-// Note.
-func glpkGap(log string) string {
-	lines := strings.Split(log, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "+") && strings.Contains(l, "mip =") {
-			return "its last progress line: " + strings.Join(strings.Fields(l), " ")
-		}
-	}
-	return "best solution's gap unknown"
-}
-
-// logNumber returns the number after the last occurrence of key in log.
-func logNumber(log, key string) (float64, bool) {
-	k := strings.LastIndex(log, key)
-	if k < 0 {
-		return 0, false
-	}
-	f := strings.Fields(log[k+len(key):])
-	if len(f) == 0 {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	return v, err == nil
-}
-
-// logTail is the end of a solver's output, for error messages.
-func logTail(log string) string {
-	log = strings.TrimSpace(log)
-	if len(log) > 400 {
-		log = "..." + log[len(log)-400:]
-	}
-	if log == "" {
-		return "(nothing)"
-	}
-	return log
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/symphony-serving/symphony/partition/lpsolve"
 )
 
 const milpGiB = 1 << 30
@@ -580,68 +582,18 @@ const cbcSample = `Stopped on time - objective value 1.15476063
       9 x_2_0          0.999999999                       0
 `
 
-const glpkSampleSol = `c Problem:
-c Status:     INTEGER OPTIMAL
-s mip 3 4 o 0.5
-i 1 1
-i 2 1
-i 3 1
-j 1 0.5
-j 2 1
-j 3 0
-j 4 1
-e o f
-`
-
-const glpkSampleModel = `c Problem:
-p mip min 3 4 10
-n z obj
-n i 1 assign_0
-n j 1 dR
-n j 2 x_0_0
-n j 3 x_0_1
-n j 4 x_1_1
-`
-
-func TestParseCBCSolution(t *testing.T) {
-	s, err := parseCBCSolution([]byte(cbcSample))
+// TestSolutionAssignment: the solution parsers are lpsolve's (and tested
+// there); turning x_ij values into an assignment, and refusing values that
+// make none, is this package's.
+func TestSolutionAssignment(t *testing.T) {
+	s, err := lpsolve.ParseCBC([]byte(cbcSample))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.status != statusFeasible || s.objective != 1.15476063 {
-		t.Fatalf("status %v objective %v", s.status, s.objective)
-	}
-	a, err := s.assignment(3, 2)
+	a, err := assignment(s, 3, 2)
 	if err != nil || a[0] != 0 || a[1] != 1 || a[2] != 0 {
 		t.Fatalf("assignment %v, %v", a, err)
 	}
-	for head, want := range map[string]solveStatus{
-		"Optimal - objective value 0.5":                                               statusOptimal,
-		"Infeasible - objective value 0":                                              statusInfeasible,
-		"Integer infeasible - objective value 0.5":                                    statusInfeasible,
-		"Stopped on time (no integer solution - continuous used) - objective value 0": statusNoSolution,
-	} {
-		s, err := parseCBCSolution([]byte(head + "\n"))
-		if err != nil || s.status != want {
-			t.Errorf("%q: status %v, %v; want %v", head, s, err, want)
-		}
-	}
-	for _, bad := range []string{
-		"",
-		"Optimal\n",
-		"Feeling lucky - objective value 3\n",
-		"Optimal - objective value NaN\n",
-		"Optimal - objective value 1\n 0 x_0_0\n",
-		"Optimal - objective value 1\n z x_0_0 1 0\n",
-		"Optimal - objective value 1\n 0 x_0_0 one 0\n",
-		"Optimal - objective value 1\n 0 x_0_0 1 0\n 1 x_0_0 1 0\n",
-		"Optimal - objective value 1\n 0 x_0_0 Inf 0\n",
-	} {
-		if _, err := parseCBCSolution([]byte(bad)); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-	// Parsed but unusable: the assignment check rejects it.
 	for _, bad := range []string{
 		"Optimal - objective value 1\n 0 x_0_0 0.5 0\n 1 x_1_0 1 0\n",   // fractional
 		"Optimal - objective value 1\n 0 x_0_0 1 0\n 1 x_0_1 1 0\n",     // two parts
@@ -652,82 +604,33 @@ func TestParseCBCSolution(t *testing.T) {
 		"Optimal - objective value 1\n 0 x_0_0 1 0\n 1 x_9999_0 1 0\n",  // model out of range
 		"Optimal - objective value 1\n 0 x_0_0 1 0\n 1 x_1_1 1e300 0\n", // not binary
 	} {
-		s, err := parseCBCSolution([]byte(bad))
+		s, err := lpsolve.ParseCBC([]byte(bad))
 		if err != nil {
 			t.Fatalf("%q: %v", bad, err)
 		}
-		if a, err := s.assignment(2, 2); err == nil {
+		if a, err := assignment(s, 2, 2); err == nil {
 			t.Errorf("assignment of %q accepted: %v", bad, a)
 		}
 	}
 }
 
-func TestParseGLPKSolution(t *testing.T) {
-	s, err := parseGLPKSolution([]byte(glpkSampleSol), []byte(glpkSampleModel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.status != statusOptimal || s.objective != 0.5 || s.values["dR"] != 0.5 {
-		t.Fatalf("got %+v", s)
-	}
-	a, err := s.assignment(2, 2)
-	if err != nil || a[0] != 0 || a[1] != 1 {
-		t.Fatalf("assignment %v, %v", a, err)
-	}
-	for _, bad := range [][2]string{
-		{"", glpkSampleModel},
-		{glpkSampleSol, ""},
-		{strings.Replace(glpkSampleSol, "e o f", "", 1), glpkSampleModel},              // truncated
-		{strings.Replace(glpkSampleSol, "s mip 3 4", "s mip 3 5", 1), glpkSampleModel}, // column count
-		{strings.Replace(glpkSampleSol, " o 0.5", " x 0.5", 1), glpkSampleModel},       // status
-		{strings.Replace(glpkSampleSol, "j 4 1", "j 5 1", 1), glpkSampleModel},         // column range
-		{strings.Replace(glpkSampleSol, "j 4 1", "j 3 1", 1), glpkSampleModel},         // repeated
-		{strings.Replace(glpkSampleSol, "j 4 1\n", "", 1), glpkSampleModel},            // missing
-		{glpkSampleSol + "j 1 0\n", glpkSampleModel},                                   // after the end
-		{glpkSampleSol, strings.Replace(glpkSampleModel, "n j 4 x_1_1\n", "", 1)},      // unnamed column
-		{glpkSampleSol, strings.Replace(glpkSampleModel, "p mip", "q mip", 1)},         // no problem line
-	} {
-		if _, err := parseGLPKSolution([]byte(bad[0]), []byte(bad[1])); err == nil {
-			t.Errorf("accepted solution %q with model %q", bad[0], bad[1])
-		}
-	}
-	s, err = parseGLPKSolution([]byte("s mip 3 4 n 0\ne o f\n"), []byte(glpkSampleModel))
-	if err != nil || s.status != statusInfeasible {
-		t.Fatalf("infeasible: %+v, %v", s, err)
-	}
-}
-
-func FuzzParseCBCSolution(f *testing.F) {
+func FuzzSolutionAssignment(f *testing.F) {
 	f.Add([]byte(cbcSample))
 	f.Add([]byte("Optimal - objective value 0\n 0 x_0_0 1 0\n"))
-	f.Add([]byte("Infeasible - objective value 0.00000000\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := parseCBCSolution(data)
+		s, err := lpsolve.ParseCBC(data)
 		if err != nil {
 			return
 		}
-		if s == nil || s.values == nil {
-			t.Fatal("nil solution without an error")
-		}
-		if a, err := s.assignment(3, 2); err == nil && len(a) != 3 {
-			t.Fatalf("assignment %v", a)
-		}
-	})
-}
-
-func FuzzParseGLPKSolution(f *testing.F) {
-	f.Add([]byte(glpkSampleSol), []byte(glpkSampleModel))
-	f.Add([]byte("s mip 3 4 n 0\ne o f\n"), []byte(glpkSampleModel))
-	f.Fuzz(func(t *testing.T, sol, model []byte) {
-		s, err := parseGLPKSolution(sol, model)
-		if err != nil {
-			return
-		}
-		if s == nil || s.values == nil {
-			t.Fatal("nil solution without an error")
-		}
-		if a, err := s.assignment(2, 2); err == nil && len(a) != 2 {
-			t.Fatalf("assignment %v", a)
+		if a, err := assignment(s, 3, 2); err == nil {
+			if len(a) != 3 {
+				t.Fatalf("assignment %v", a)
+			}
+			for _, j := range a {
+				if j < 0 || j >= 2 {
+					t.Fatalf("assignment %v out of range", a)
+				}
+			}
 		}
 	})
 }

@@ -37,10 +37,18 @@ Usage:
   symphony partition experiment [--models N] [--parts N] [--instances N]
                [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
       Compare the partitioning engines on random instances (Appendix A.2).
+  symphony plan -f APPFILE [--json] [--dispatch D] [--max-configs N] [--dummy]
+               [--split S] [--baseline nexus|scrooge|inferline|clipper]
+               [--heuristics-only] [--workload-out FILE] [--compare]
+      Plan the cheapest configurations and latency budgets of a multi-model
+      application (Harpagon, Piccolo, Scrooge).
+  symphony plan experiment [--instances N] [--seed N] [--json] [--csv F]
+      Compare the planner, its baselines, the brute force and Scrooge's MILP
+      on random applications (Harpagon §IV-B).
 
 Run 'symphony COMMAND -h' for a command's flags. Workload files are described
-in docs/workload-format.md; examples live in testdata/workloads/ (and model
-files in testdata/partition/).
+in docs/workload-format.md; examples live in testdata/workloads/ (model
+files in testdata/partition/, application files in testdata/apps/).
 `
 
 func main() {
@@ -74,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runFrontend(args[1:], stdout, stderr)
 	case "partition":
 		err = runPartition(args[1:], stdout, stderr)
+	case "plan":
+		err = runPlan(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "symphony: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -166,7 +166,7 @@ func TestPartitionErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"partition"}, 2, "-f MODELFILE is required"},
-		{[]string{"partition", "-f", bad}, 1, bad + `:4: models[1].rate: want a non-negative number, have "abc"`},
+		{[]string{"partition", "-f", bad}, 1, bad + `:4: models[1].rate: "abc" is not a number`},
 		{[]string{"partition", "-f", filepath.Join(dir, "missing.yaml")}, 1, "no such file"},
 		{[]string{"partition", "-f", smallModels, "--engine", "cplex"}, 2, `unknown engine "cplex" (valid: heuristic, milp, random)`},
 		{[]string{"partition", "-f", smallModels, "--time-limit", "0s"}, 2, "--time-limit must be positive"},
