@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -38,13 +39,20 @@ type Config struct {
 	QueueDepth int
 	// Pullers bounds the concurrent input pulls (an ants pool).
 	Pullers int
-	Backoff transport.Backoff
-	Log     zerolog.Logger
+	// DataPath is how inputs are read (--data-path): RDMA READs of the
+	// frontends' registered memory where both sides have it, TCP
+	// otherwise and as the fallback.
+	DataPath rdma.Config
+	// ReceiveBytes sizes the registered buffers RDMA READs land in.
+	ReceiveBytes int
+	Backoff      transport.Backoff
+	Log          zerolog.Logger
 }
 
 // Default returns the defaults.
 func Default() Config {
-	return Config{Name: "backend", GPUs: 1, QueueDepth: 64, Pullers: 256, Backoff: transport.DefaultBackoff(), Log: zerolog.Nop()}
+	return Config{Name: "backend", GPUs: 1, QueueDepth: 64, Pullers: 256, DataPath: rdma.DefaultConfig(),
+		ReceiveBytes: 64 << 20, Backoff: transport.DefaultBackoff(), Log: zerolog.Nop()}
 }
 
 // Validate checks the configuration.
@@ -58,6 +66,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("backend: %d GPUs, want 1..%d", c.GPUs, wire.MaxGPUs)
 	case c.QueueDepth < 1 || c.Pullers < 1:
 		return errors.New("backend: queue depth and pullers must be positive")
+	case c.DataPath.Mode != rdma.ModeTCP && c.ReceiveBytes < 1<<20:
+		return fmt.Errorf("backend: %d bytes of RDMA receive buffers, want at least 1 MiB", c.ReceiveBytes)
 	}
 	return c.Backoff.Validate()
 }
@@ -68,15 +78,17 @@ type Agent struct {
 	log  zerolog.Logger
 	exec Executor
 	pull *tcpPuller // data connections: input reads and results
-	// reads is how batches get their inputs: pull over TCP today, an RDMA
-	// reader of the frontends' registered regions later.
-	reads Puller
-	pool  *ants.Pool
-	gpus  []*gpuWorker
-	stop  context.CancelFunc
-	done  chan struct{}
-	ready chan struct{}
-	once  sync.Once
+	// rdma READs inputs where frontends serve RDMA; nil on the TCP path.
+	rdma *rdmaPuller
+	// reads is how batches get their inputs: rdma if set, else pull.
+	reads    Puller
+	dataPath rdma.Choice
+	pool     *ants.Pool
+	gpus     []*gpuWorker
+	stop     context.CancelFunc
+	done     chan struct{}
+	ready    chan struct{}
+	once     sync.Once
 
 	mu      sync.Mutex
 	session *schedSession
@@ -139,6 +151,29 @@ func Start(cfg Config) (*Agent, error) {
 		done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	a.reads = a.pull
+	fab, choice, err := rdma.Select(cfg.DataPath)
+	if err != nil {
+		pool.Release()
+		return nil, fmt.Errorf("backend: %w", err)
+	}
+	if fab != nil {
+		rc := rdma.DefaultReaderConfig(fab)
+		rc.ReceiveBytes, rc.Log = cfg.ReceiveBytes, log
+		reader, err := rdma.NewReader(rc)
+		if err != nil {
+			_ = fab.Close()
+			if cfg.DataPath.Mode == rdma.ModeRDMA {
+				pool.Release()
+				return nil, fmt.Errorf("backend: %w: %w", rdma.ErrRDMARequired, err)
+			}
+			choice = rdma.Choice{Why: "auto: " + err.Error()}
+		} else {
+			a.rdma = newRDMAPuller(a.pull, reader, cfg.Backoff, log)
+			a.reads = a.rdma
+		}
+	}
+	a.dataPath = choice
+	log.Info().Stringer("data_path", choice).Msg("data path")
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
 	var wg sync.WaitGroup
@@ -159,6 +194,18 @@ func Start(cfg Config) (*Agent, error) {
 // Stats returns the agent's counters.
 func (a *Agent) Stats() *Stats { return &a.stats }
 
+// DataPath says how the agent reads inputs, and why.
+func (a *Agent) DataPath() rdma.Choice { return a.dataPath }
+
+// RDMAStats counts the agent's RDMA reads and fallbacks; nil on the TCP
+// data path.
+func (a *Agent) RDMAStats() *rdma.ReaderStats {
+	if a.rdma == nil {
+		return nil
+	}
+	return a.rdma.reader.Stats()
+}
+
 // WaitReady waits until the agent has registered its GPUs once.
 func (a *Agent) WaitReady(ctx context.Context) error {
 	select {
@@ -176,6 +223,9 @@ func (a *Agent) Close() {
 	a.stop()
 	<-a.done
 	a.pull.closeAll()
+	if a.rdma != nil {
+		a.rdma.close()
+	}
 	a.pool.Release()
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -35,9 +36,21 @@ type tcpPuller struct {
 	name    string
 	backoff transport.Backoff
 	log     zerolog.Logger
+	// hooks, if set, ride each data connection (the RDMA path brings its
+	// queue pairs up over them); set before the first up.
+	hooks connHooks
 
 	mu    sync.Mutex
 	peers map[uint32]*peer
+}
+
+// connHooks lets another data path ride each frontend's data connection:
+// the RDMA path exchanges its queue pair's endpoints and its regions over
+// it. Calls for one connection come in order: up, messages, down.
+type connHooks interface {
+	connUp(pe *peer, c transport.Conn)
+	connMessage(pe *peer, c transport.Conn, m wire.Message)
+	connDown(pe *peer, c transport.Conn)
 }
 
 // peer is one frontend's data connection, kept up with backoff until the
@@ -122,8 +135,15 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 	closed := make(chan struct{})
 	gone := false // the connection closed, perhaps before Dial returned; under pe.mu
 	h := transport.HandlerFuncs{
-		Message: func(_ transport.Conn, m wire.Message) { pe.onMessage(m) },
+		Message: func(c transport.Conn, m wire.Message) {
+			if !pe.onMessage(m) && p.hooks != nil {
+				p.hooks.connMessage(pe, c, m)
+			}
+		},
 		Closed: func(c transport.Conn, err error) {
+			if p.hooks != nil {
+				p.hooks.connDown(pe, c)
+			}
 			pe.mu.Lock()
 			gone = true
 			if pe.conn == c {
@@ -146,11 +166,15 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 		return err
 	}
 	pe.mu.Lock()
-	if !gone {
+	up := !gone
+	if up {
 		pe.conn = conn
 		close(pe.upCh)
 	}
 	pe.mu.Unlock()
+	if up && p.hooks != nil {
+		p.hooks.connUp(pe, conn)
+	}
 	select {
 	case <-closed:
 		return errors.New("data connection closed")
@@ -161,10 +185,11 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 	}
 }
 
-func (pe *peer) onMessage(m wire.Message) {
+// onMessage takes a read reply; it reports false for any other message.
+func (pe *peer) onMessage(m wire.Message) bool {
 	rep, ok := m.(*wire.ReadReply)
 	if !ok {
-		return
+		return false
 	}
 	pe.mu.Lock()
 	ch := pe.waiting[rep.Seq]
@@ -173,6 +198,7 @@ func (pe *peer) onMessage(m wire.Message) {
 	if ch != nil {
 		ch <- rep
 	}
+	return true
 }
 
 func (p *tcpPuller) peer(id uint32) *peer {
@@ -308,4 +334,391 @@ func (p *tcpPuller) send(frontend uint32, rs []wire.Result) {
 	if pe := p.peer(frontend); pe != nil {
 		pe.results.Add(rs...)
 	}
+}
+
+// rdmaPuller is the RDMA data path (paper §4.6, §5.5): it READs inputs
+// straight out of the frontends' registered store regions, one queue pair
+// per frontend, brought up over that frontend's data connection. Whatever
+// it cannot READ, or reads but cannot vouch for (an input not yet
+// preprocessed, a slot released or reused, a READ slower than the
+// frontend's acceptance window, a frontend without RDMA, a failed queue
+// pair), it asks for over TCP, whose answer is authoritative. Results
+// still go back over TCP.
+type rdmaPuller struct {
+	tcp     *tcpPuller
+	reader  *rdma.Reader
+	backoff transport.Backoff
+	log     zerolog.Logger
+
+	mu       sync.Mutex
+	links    map[*peer]*rdmaLink
+	closed   bool
+	inflight sync.WaitGroup // ReadAll calls, which close waits for
+	changed  chan struct{}  // closed and renewed when a link settles
+}
+
+// rdmaLink is the RDMA side of one frontend's data connection.
+type rdmaLink struct {
+	mu      sync.Mutex
+	conn    transport.Conn // the data connection it rides; nil while down
+	sess    *rdma.Session  // dialed or up; nil on TCP
+	upAt    time.Time      // when sess came up
+	refused bool           // the frontend refused: TCP until a new connection
+	breaks  int            // queue pairs lost in a row, for the redial backoff
+	// settled is closed once the exchange on conn has ended: accepted,
+	// refused or failed. A new connection renews it.
+	settled chan struct{}
+}
+
+func (l *rdmaLink) isSettled() bool {
+	select {
+	case <-l.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+// settle marks l's exchange ended and wakes waitSettled; under l.mu.
+func (p *rdmaPuller) settle(l *rdmaLink) {
+	if l.isSettled() {
+		return
+	}
+	close(l.settled)
+	p.mu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+var _ connHooks = (*rdmaPuller)(nil)
+
+func newRDMAPuller(tcp *tcpPuller, reader *rdma.Reader, b transport.Backoff, log zerolog.Logger) *rdmaPuller {
+	p := &rdmaPuller{tcp: tcp, reader: reader, backoff: b, log: log, links: map[*peer]*rdmaLink{}, changed: make(chan struct{})}
+	tcp.hooks = p
+	return p
+}
+
+// link returns pe's link, made if need be; nil once closed.
+func (p *rdmaPuller) link(pe *peer) *rdmaLink {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	l := p.links[pe]
+	if l == nil {
+		l = &rdmaLink{settled: make(chan struct{})}
+		p.links[pe] = l
+	}
+	return l
+}
+
+// lookup returns pe's link, if it has one.
+func (p *rdmaPuller) lookup(pe *peer) *rdmaLink {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.links[pe]
+}
+
+// connUp opens the RDMA exchange on a new data connection.
+func (p *rdmaPuller) connUp(pe *peer, c transport.Conn) {
+	l := p.link(pe)
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	old := l.sess
+	l.conn, l.sess, l.refused = c, nil, false
+	p.settle(l)
+	l.settled = make(chan struct{})
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	p.dial(pe, l, c)
+}
+
+// dial creates a queue pair and sends its RDMAConnect on c.
+func (p *rdmaPuller) dial(pe *peer, l *rdmaLink, c transport.Conn) {
+	s, hello, err := p.reader.Dial(func(s *rdma.Session, err error) { p.broken(pe, l, s, err) })
+	if err != nil {
+		p.log.Warn().Err(err).Uint32("frontend", pe.id).Msg("RDMA queue pair not created; reading over TCP")
+		l.mu.Lock()
+		if l.conn == c {
+			p.settle(l)
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Lock()
+	if l.conn != c || l.sess != nil {
+		l.mu.Unlock()
+		s.Close()
+		return
+	}
+	l.sess = s
+	l.mu.Unlock()
+	_ = c.Send(hello) // if c is closing, connDown closes s
+}
+
+// connMessage handles the frontend's RDMA answers.
+func (p *rdmaPuller) connMessage(pe *peer, c transport.Conn, m wire.Message) {
+	l := p.lookup(pe)
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	s := l.sess
+	if l.conn != c {
+		s = nil
+	}
+	l.mu.Unlock()
+	if s == nil {
+		return
+	}
+	switch m := m.(type) {
+	case *wire.RDMAAccept:
+		if m.ForQPN != s.QPN() {
+			return // for a queue pair since replaced
+		}
+		if err := s.Accept(m); err != nil {
+			p.log.Warn().Err(err).Uint32("frontend", pe.id).Msg("RDMA queue pair not connected; data path tcp")
+			p.drop(l, s, false)
+			return
+		}
+		l.mu.Lock()
+		l.upAt = time.Now()
+		p.settle(l)
+		l.mu.Unlock()
+		p.log.Info().Uint32("frontend", pe.id).Str("device", p.reader.Device()).Int("regions", len(m.Regions)).Msg("data path rdma")
+	case *wire.RDMARefuse:
+		if m.ForQPN != s.QPN() {
+			return
+		}
+		p.log.Info().Uint32("frontend", pe.id).Str("reason", m.Reason).Msg("data path tcp: the frontend does not serve RDMA")
+		p.drop(l, s, true)
+	case *wire.RDMARegions:
+		s.AddRegions(m.Regions)
+	}
+}
+
+// drop ends session s of l, if it is still l's.
+func (p *rdmaPuller) drop(l *rdmaLink, s *rdma.Session, refused bool) {
+	l.mu.Lock()
+	if l.sess == s {
+		l.sess = nil
+		l.refused = refused
+		p.settle(l)
+	}
+	l.mu.Unlock()
+	s.Close()
+}
+
+// waitSettled waits until frontend id's RDMA exchange on its current data
+// connection has ended (the session is up, or reads go over TCP), or ctx
+// ends.
+func (p *rdmaPuller) waitSettled(ctx context.Context, id uint32) error {
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		if pe := p.tcp.peer(id); pe != nil {
+			if l := p.lookup(pe); l != nil {
+				l.mu.Lock()
+				done := l.conn != nil && l.isSettled()
+				l.mu.Unlock()
+				if done {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// connDown ends the RDMA session that rode c.
+func (p *rdmaPuller) connDown(pe *peer, c transport.Conn) {
+	l := p.lookup(pe)
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	var s *rdma.Session
+	if l.conn == c {
+		s, l.sess, l.conn = l.sess, nil, nil
+	}
+	l.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+	if p.tcp.peer(pe.id) != pe {
+		// The frontend left (or moved): its link goes with it.
+		p.mu.Lock()
+		delete(p.links, pe)
+		p.mu.Unlock()
+	}
+}
+
+// broken replaces a failed queue pair after a backoff; reads go over TCP
+// meanwhile.
+func (p *rdmaPuller) broken(pe *peer, l *rdmaLink, s *rdma.Session, err error) {
+	l.mu.Lock()
+	if l.sess != s {
+		l.mu.Unlock()
+		s.Close()
+		return
+	}
+	if !l.upAt.IsZero() && time.Since(l.upAt) > p.backoff.Max {
+		l.breaks = 0
+	}
+	wait := p.backoff.Delay(l.breaks, nil)
+	l.breaks++
+	l.sess = nil
+	c := l.conn
+	l.mu.Unlock()
+	s.Close()
+	p.log.Warn().Err(err).Uint32("frontend", pe.id).Dur("redial_in", wait).Msg("RDMA queue pair failed; reading over TCP meanwhile")
+	time.AfterFunc(wait, func() {
+		l.mu.Lock()
+		again := l.conn == c && c != nil && l.sess == nil && !l.refused
+		l.mu.Unlock()
+		if again && p.lookup(pe) == l {
+			p.dial(pe, l, c)
+		}
+	})
+}
+
+// session returns frontend id's RDMA session, if it is up.
+func (p *rdmaPuller) session(id uint32) *rdma.Session {
+	pe := p.tcp.peer(id)
+	if pe == nil {
+		return nil
+	}
+	p.mu.Lock()
+	l := p.links[pe]
+	p.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s == nil || !s.Up() {
+		return nil
+	}
+	return s
+}
+
+// ReadAll implements Puller: it posts the READs of every frontend with an
+// RDMA session and sends the other frontends' Reads over TCP at once, then
+// asks over TCP for whatever RDMA handed back.
+func (p *rdmaPuller) ReadAll(ctx context.Context, reads []PullRead) []error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return p.tcp.ReadAll(ctx, reads)
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	defer p.inflight.Done()
+	errs := make([]error, len(reads))
+	type started struct {
+		read  int
+		batch *rdma.Batch
+	}
+	var batches []started
+	var tcpOnly []int
+	for i, r := range reads {
+		if s := p.session(r.Frontend); s != nil {
+			batches = append(batches, started{i, s.Start(r.Ops)})
+		} else {
+			tcpOnly = append(tcpOnly, i)
+		}
+	}
+	// The frontends without RDMA are read over TCP meanwhile.
+	var tcpDone chan struct{}
+	if len(tcpOnly) > 0 {
+		tcpDone = make(chan struct{})
+		sub := make([]PullRead, len(tcpOnly))
+		for k, i := range tcpOnly {
+			sub[k] = reads[i]
+		}
+		run := func() {
+			defer close(tcpDone)
+			for k, err := range p.tcp.ReadAll(ctx, sub) {
+				errs[tcpOnly[k]] = err
+			}
+		}
+		if len(batches) == 0 {
+			run()
+			return errs
+		}
+		go run()
+	}
+	// Then the RDMA reads, and whatever they hand back goes over TCP.
+	var again []PullRead
+	var againIdx [][]int
+	var againRead []int
+	for _, b := range batches {
+		r := reads[b.read]
+		var fb PullRead
+		var idx []int
+		for k, o := range b.batch.Wait(ctx) {
+			if o.Fallback == nil {
+				r.Dst[k] = o.Data
+				continue
+			}
+			fb.Ops = append(fb.Ops, r.Ops[k])
+			idx = append(idx, k)
+		}
+		if len(idx) > 0 {
+			fb.Frontend, fb.Dst = r.Frontend, make([][]byte, len(idx))
+			again, againIdx, againRead = append(again, fb), append(againIdx, idx), append(againRead, b.read)
+		}
+	}
+	if len(again) > 0 {
+		for n, err := range p.tcp.ReadAll(ctx, again) {
+			i := againRead[n]
+			for k, op := range againIdx[n] {
+				reads[i].Dst[op] = again[n].Dst[k]
+			}
+			errs[i] = err
+		}
+	}
+	if tcpDone != nil {
+		<-tcpDone
+	}
+	return errs
+}
+
+// close ends every RDMA session, after the data connections are closed.
+// The Reader (its receive buffers and the device) is released once the
+// last ReadAll still running has returned its buffers: at once, or when
+// the batches still pulling give up (by their deadlines).
+func (p *rdmaPuller) close() {
+	p.mu.Lock()
+	p.closed = true
+	links := p.links
+	p.links = nil
+	p.mu.Unlock()
+	for _, l := range links {
+		l.mu.Lock()
+		s := l.sess
+		l.sess, l.conn = nil, nil
+		l.mu.Unlock()
+		if s != nil {
+			s.Close()
+		}
+	}
+	go func() {
+		p.inflight.Wait()
+		if err := p.reader.Close(); err != nil {
+			p.log.Error().Err(err).Msg("RDMA receive buffers not released")
+		}
+	}()
 }

@@ -120,6 +120,11 @@ func BenchmarkPullIncast(b *testing.B) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// reportLatency reports the p50, p99 and p99.99 of batch pull times.
+func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	q := func(p float64) float64 {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds())

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -55,6 +56,13 @@ type Config struct {
 	// RegionSize and MaxInputBytes size the input store.
 	RegionSize    int
 	MaxInputBytes int64
+	// DataPath is how backends read inputs (--data-path): over RDMA, the
+	// store's regions are mapped and registered with the device, and
+	// backends READ them; TCP reads are served either way.
+	DataPath rdma.Config
+	// ReuseDelay is how long, on the RDMA data path, released input space
+	// stays unused (0: rdma.DefaultReuseDelay).
+	ReuseDelay time.Duration
 	// Backoff paces reconnections to the scheduler.
 	Backoff transport.Backoff
 	Log     zerolog.Logger
@@ -64,7 +72,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		Name: "frontend", DataAddr: "127.0.0.1:0", Grace: time.Second,
-		RegionSize: 8 << 20, MaxInputBytes: 2 << 30,
+		RegionSize: 8 << 20, MaxInputBytes: 2 << 30, DataPath: rdma.DefaultConfig(),
 		Backoff: transport.DefaultBackoff(), Log: zerolog.Nop(),
 	}
 }
@@ -78,8 +86,10 @@ func (c Config) Validate() error {
 		return errors.New("frontend: no network")
 	case c.Grace <= 0:
 		return errors.New("frontend: grace must be positive")
-	case c.RegionSize <= 0 || c.MaxInputBytes < int64(c.RegionSize):
-		return errors.New("frontend: input store sizes must be positive, max >= region")
+	case c.RegionSize <= rdma.SlotSize(0) || c.MaxInputBytes < int64(c.RegionSize):
+		return fmt.Errorf("frontend: input store sizes must be over %d bytes, max >= region", rdma.SlotSize(0))
+	case c.ReuseDelay < 0 || c.ReuseDelay > wire.MaxReuseDelay:
+		return fmt.Errorf("frontend: reuse delay %v not in [0, %v]", c.ReuseDelay, wire.MaxReuseDelay)
 	}
 	return c.Backoff.Validate()
 }
@@ -126,6 +136,9 @@ type Client struct {
 	log   zerolog.Logger
 	store *InputStore
 	data  transport.Listener
+	// rdma exports the store's regions on the RDMA data path; nil on TCP.
+	rdma     *rdma.Exporter
+	dataPath rdma.Choice
 
 	nextID atomic.Uint64
 
@@ -170,13 +183,39 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, log: cfg.Log.With().Str("frontend", cfg.Name).Logger(),
-		store:   NewInputStore(cfg.RegionSize, cfg.MaxInputBytes),
 		models:  make(map[string]modelEntry),
 		pending: make(map[uint64]*Call),
 		readyCh: make(chan struct{}),
 	}
-	ln, err := ServeInputs(cfg.Network, cfg.DataAddr, c.store, c.onResults, c.log)
+	fab, choice, err := rdma.Select(cfg.DataPath)
 	if err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+	c.dataPath = choice
+	c.log.Info().Stringer("data_path", choice).Msg("data path")
+	var opts []ServeOption
+	if fab != nil {
+		c.rdma, err = rdma.NewExporter(rdma.ExporterConfig{Fabric: fab, ReuseDelay: cfg.ReuseDelay, Log: c.log})
+		if err == nil {
+			c.store, err = NewInputStoreWith(StoreConfig{RegionSize: cfg.RegionSize, MaxBytes: cfg.MaxInputBytes,
+				Regions: c.rdma, Seal: c.rdma.Seal(), ReuseDelay: c.rdma.ReuseDelay()})
+		}
+		if err != nil {
+			if c.rdma != nil {
+				c.rdma.Close()
+			} else {
+				_ = fab.Close()
+			}
+			return nil, fmt.Errorf("frontend: %w", err)
+		}
+		opts = append(opts, WithRDMA(c.rdma))
+	} else {
+		c.store = NewInputStore(cfg.RegionSize, cfg.MaxInputBytes)
+		opts = append(opts, RefuseRDMA("frontend data path is "+choice.String()))
+	}
+	ln, err := ServeInputs(cfg.Network, cfg.DataAddr, c.store, c.onResults, c.log, opts...)
+	if err != nil {
+		c.closeStore()
 		return nil, fmt.Errorf("frontend: serve inputs on %s: %w", cfg.DataAddr, err)
 	}
 	c.data = ln
@@ -195,6 +234,18 @@ func New(cfg Config) (*Client, error) {
 
 // DataAddr is where backends read this frontend's inputs.
 func (c *Client) DataAddr() string { return c.data.Addr() }
+
+// DataPath says how backends read this frontend's inputs, and why.
+func (c *Client) DataPath() rdma.Choice { return c.dataPath }
+
+// closeStore closes the RDMA exporter's queue pairs and the store, whose
+// regions (and then the device) are released once no input lives in them.
+func (c *Client) closeStore() {
+	if c.rdma != nil {
+		c.rdma.Close()
+	}
+	c.store.Close()
+}
 
 // Stats returns the client's outcome counters.
 func (c *Client) Stats() *Stats { return &c.stats }
@@ -409,8 +460,11 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		ref, err = c.store.Put(call.id, input)
 	}
 	if err != nil {
-		if errors.Is(err, ErrStoreFull) {
+		switch {
+		case errors.Is(err, ErrStoreFull):
 			return c.failEarly(call, &DropError{Model: model, Reason: DropOverload})
+		case errors.Is(err, ErrStoreClosed): // Close ran since the check above
+			return c.failEarly(call, ErrClosed)
 		}
 		return c.failEarly(call, err)
 	}
@@ -508,7 +562,9 @@ func (c *Client) Close() error {
 	}
 	c.stopLoop()
 	<-c.loopDone
-	return c.data.Close()
+	err := c.data.Close()
+	c.closeStore()
+	return err
 }
 
 func (c *Client) onResults(conn transport.Conn, m *wire.Results) {

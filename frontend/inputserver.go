@@ -6,24 +6,42 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // ServeInputs serves backends' one-sided reads of store's inputs on addr:
 // each wire.Read is answered by a wire.ReadReply holding the bytes of every
 // input still held (and preprocessed), in order. Results that backends send
-// on the same connections go to onResults. It is the TCP stand-in for an
-// RDMA NIC reading registered memory, and the frontend client's data
-// listener.
-func ServeInputs(n transport.Network, addr string, store *InputStore, onResults func(transport.Conn, *wire.Results), log zerolog.Logger) (transport.Listener, error) {
-	s := &inputServer{store: store, onResults: onResults, log: log}
+// on the same connections go to onResults. It is the TCP data path, the
+// fallback of the RDMA one, and the frontend client's data listener; with
+// WithRDMA it also brings up RDMA queue pairs for backends that ask.
+func ServeInputs(n transport.Network, addr string, store *InputStore, onResults func(transport.Conn, *wire.Results), log zerolog.Logger, opts ...ServeOption) (transport.Listener, error) {
+	s := &inputServer{store: store, onResults: onResults, log: log, noRDMA: "frontend serves inputs over TCP only"}
+	for _, o := range opts {
+		o(s)
+	}
 	return n.Listen(addr, s.accept)
 }
+
+// ServeOption adjusts ServeInputs.
+type ServeOption func(*inputServer)
+
+// WithRDMA answers backends' RDMAConnect with queue pairs of exp, which
+// must be the allocator of store's regions: backends then READ the
+// inputs, and fall back to this server's TCP reads.
+func WithRDMA(exp *rdma.Exporter) ServeOption { return func(s *inputServer) { s.rdma = exp } }
+
+// RefuseRDMA gives the reason backends' RDMAConnect is refused, such as
+// the frontend's data-path choice.
+func RefuseRDMA(why string) ServeOption { return func(s *inputServer) { s.noRDMA = why } }
 
 type inputServer struct {
 	store     *InputStore
 	onResults func(transport.Conn, *wire.Results)
 	log       zerolog.Logger
+	rdma      *rdma.Exporter // nil: RDMAConnect is refused with noRDMA
+	noRDMA    string
 }
 
 func (s *inputServer) accept(conn transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
@@ -31,7 +49,13 @@ func (s *inputServer) accept(conn transport.Conn, h *wire.Hello) (*wire.Welcome,
 		return nil, nil, fmt.Errorf("a frontend's data address takes pullers, not %v", h.Role)
 	}
 	s.log.Debug().Str("backend", h.Name).Msg("backend connected for data")
-	return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: s.onMessage}, nil
+	return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: s.onMessage, Closed: s.onClose}, nil
+}
+
+func (s *inputServer) onClose(conn transport.Conn, _ error) {
+	if s.rdma != nil {
+		s.rdma.Disconnect(conn)
+	}
 }
 
 func (s *inputServer) onMessage(conn transport.Conn, m wire.Message) {
@@ -42,6 +66,12 @@ func (s *inputServer) onMessage(conn transport.Conn, m wire.Message) {
 		if s.onResults != nil {
 			s.onResults(conn, m)
 		}
+	case *wire.RDMAConnect:
+		if s.rdma == nil {
+			_ = conn.Send(&wire.RDMARefuse{ForQPN: m.Endpoint.QPN, Reason: s.noRDMA})
+			return
+		}
+		s.rdma.Connect(conn, m)
 	default:
 		conn.Close(fmt.Errorf("unexpected %v on a data connection", m.Kind()))
 	}

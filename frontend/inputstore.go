@@ -4,13 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // ErrStoreFull: the input store holds as many bytes as it may; the request
 // is shed rather than queued.
 var ErrStoreFull = errors.New("frontend: input store full")
+
+// ErrStoreClosed: the store was closed; nothing more is stored.
+var ErrStoreClosed = errors.New("frontend: input store closed")
 
 // InputStore holds the inputs of queued requests in registered regions, so
 // that backends can pull them with one-sided reads (region, offset, length)
@@ -22,10 +27,28 @@ var ErrStoreFull = errors.New("frontend: input store full")
 //
 // Each input carries its request's key: a read whose key does not match
 // what lives at that place (the request ended and the space was reused)
-// fails rather than return another request's bytes.
+// fails rather than return another request's bytes. Over TCP the store
+// checks the key itself. Over RDMA it cannot see the reads, so a store
+// made for RDMA (StoreConfig.Seal set) frames each input in a slot whose
+// header (transport/rdma: key, length, state, sealed) the backend checks
+// after its READ, zeroes a slot's header when its space is given back,
+// and reuses no space until StoreConfig.ReuseDelay after that. The
+// transport/rdma package documentation gives the argument that a READ
+// accepted by those checks holds its own request's bytes.
+//
+// Memory: each region's bytes come from StoreConfig.Regions (Go memory by
+// default; mapped and registered memory from an rdma.Exporter), are held
+// from the region's creation to its release (when an oversized input is
+// released, or when the store is closed and the region holds no input),
+// and are then handed back to the allocator, which may unmap them: no
+// slice of a region may be used after its release.
 type InputStore struct {
 	regionSize int
 	maxBytes   int64
+	regionMem  RegionAllocator
+	seal       uint64 // 0: inputs are not framed in slots (TCP only)
+	reuseDelay time.Duration
+	now        func() time.Time
 
 	mu      sync.Mutex
 	regions []*region
@@ -33,6 +56,44 @@ type InputStore struct {
 	cur     *region
 	live    map[uint64]*input
 	bytes   int64 // bytes of all regions
+	closed  bool
+}
+
+// RegionAllocator provides the memory of an InputStore's regions: the seam
+// through which a store that backends READ gets mapped, registered memory
+// (rdma.Exporter) instead of Go memory.
+type RegionAllocator interface {
+	// AllocRegion returns size bytes for region id. shared is true for a
+	// region that holds many inputs and lives as long as the store, false
+	// for the region of one oversized input, released with it.
+	AllocRegion(id uint32, size int, shared bool) []byte
+	// FreeRegion releases region id's memory: the store no longer uses it,
+	// and no input lives in it.
+	FreeRegion(id uint32)
+}
+
+// goRegions allocates regions from the Go heap.
+type goRegions struct{}
+
+func (goRegions) AllocRegion(_ uint32, size int, _ bool) []byte { return make([]byte, size) }
+func (goRegions) FreeRegion(uint32)                             {}
+
+// StoreConfig configures an InputStore.
+type StoreConfig struct {
+	// RegionSize is the size of each shared region; MaxBytes bounds all
+	// regions together.
+	RegionSize int
+	MaxBytes   int64
+	// Regions allocates the regions' memory; nil for Go memory.
+	Regions RegionAllocator
+	// Seal, if not zero, frames each input in a slot with a header sealed
+	// by it, for backends' RDMA READs (rdma.Exporter.Seal).
+	Seal uint64
+	// ReuseDelay keeps space given back from reuse this long: longer than
+	// any READ a backend accepts (rdma.Exporter.ReuseDelay).
+	ReuseDelay time.Duration
+	// Now is the clock of the reuse delay (time.Now by default).
+	Now func() time.Time
 }
 
 type region struct {
@@ -42,6 +103,9 @@ type region struct {
 	live    int
 	retired bool // no more allocations from it
 	single  bool // holds one oversized input
+	// quietAt is when the space last given back in the region may be
+	// reused (ReuseDelay after it was given back).
+	quietAt time.Time
 }
 
 type input struct {
@@ -56,10 +120,28 @@ type input struct {
 	pins     int // reads sending the bytes in place
 }
 
-// NewInputStore returns a store of regions of regionSize bytes, holding at
-// most maxBytes in all.
+// NewInputStore returns a store of regions of regionSize bytes of Go
+// memory, holding at most maxBytes in all, read over TCP only.
 func NewInputStore(regionSize int, maxBytes int64) *InputStore {
-	return &InputStore{regionSize: regionSize, maxBytes: maxBytes, live: make(map[uint64]*input)}
+	return &InputStore{regionSize: regionSize, maxBytes: maxBytes, regionMem: goRegions{}, now: time.Now, live: make(map[uint64]*input)}
+}
+
+// NewInputStoreWith returns a store configured by c.
+func NewInputStoreWith(c StoreConfig) (*InputStore, error) {
+	if c.RegionSize <= 0 || c.MaxBytes < int64(c.RegionSize) || (c.Seal != 0 && c.RegionSize < rdma.SlotSize(0)) {
+		return nil, fmt.Errorf("frontend: input store of regions of %d bytes, %d in all", c.RegionSize, c.MaxBytes)
+	}
+	if c.ReuseDelay < 0 {
+		return nil, fmt.Errorf("frontend: negative reuse delay %v", c.ReuseDelay)
+	}
+	if c.Regions == nil {
+		c.Regions = goRegions{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &InputStore{regionSize: c.RegionSize, maxBytes: c.MaxBytes, regionMem: c.Regions, seal: c.Seal,
+		reuseDelay: c.ReuseDelay, now: c.Now, live: make(map[uint64]*input)}, nil
 }
 
 // Put stores a copy of data as the input of request key and returns where
@@ -75,7 +157,8 @@ func (s *InputStore) Put(key uint64, data []byte) (wire.InputRef, error) {
 // preprocessing while the request waits. Reads wait until the returned
 // ready function is called (with the preprocessing error, if any); it must
 // be called exactly once, after the last write to buf, even if the input
-// was released meanwhile.
+// was released meanwhile. buf belongs to the caller until ready is called,
+// and must not be touched after: its space may then be reused.
 func (s *InputStore) Reserve(key uint64, n int) (ref wire.InputRef, buf []byte, ready func(error), err error) {
 	return s.alloc(key, n, true, nil)
 }
@@ -86,17 +169,32 @@ func (s *InputStore) alloc(key uint64, n int, pending bool, data []byte) (ref wi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return wire.InputRef{}, nil, nil, ErrStoreClosed
+	}
 	if _, dup := s.live[key]; dup {
 		return wire.InputRef{}, nil, nil, fmt.Errorf("frontend: input key %d in use", key)
 	}
-	r, err := s.regionFor(n)
+	size, hdr := n, 0
+	if s.seal != 0 {
+		size, hdr = rdma.SlotSize(n), rdma.HeaderSize
+	}
+	r, err := s.regionFor(size)
 	if err != nil {
 		return wire.InputRef{}, nil, nil, err
 	}
-	ref = wire.InputRef{Region: r.id, Offset: uint64(r.used), Length: uint32(n), Key: key}
-	buf = r.buf[r.used : r.used+n : r.used+n]
+	start := r.used + hdr
+	ref = wire.InputRef{Region: r.id, Offset: uint64(start), Length: uint32(n), Key: key}
+	buf = r.buf[start : start+n : start+n]
 	copy(buf, data)
-	r.used += n
+	if s.seal != 0 {
+		st := rdma.SlotReady
+		if pending {
+			st = rdma.SlotPending
+		}
+		rdma.PutHeader(r.buf[r.used:start], s.seal, key, uint32(n), st)
+	}
+	r.used += size
 	r.live++
 	in := &input{ref: ref}
 	if pending {
@@ -104,8 +202,15 @@ func (s *InputStore) alloc(key uint64, n int, pending bool, data []byte) (ref wi
 		ready = func(err error) {
 			s.mu.Lock()
 			in.err, in.done = err, true
-			if in.released && in.pins == 0 {
-				s.unref(s.regions[in.ref.Region])
+			switch {
+			case in.released && in.pins == 0:
+				s.unref(in)
+			case s.seal != 0 && !in.released:
+				st := rdma.SlotPreprocessed
+				if err != nil {
+					st = rdma.SlotFailed
+				}
+				rdma.PutHeader(s.header(in), s.seal, key, uint32(n), st)
 			}
 			s.mu.Unlock()
 			close(in.ready)
@@ -115,9 +220,15 @@ func (s *InputStore) alloc(key uint64, n int, pending bool, data []byte) (ref wi
 	return ref, buf, ready, nil
 }
 
+// header is in's slot header; under mu, with in's region held.
+func (s *InputStore) header(in *input) []byte {
+	off := in.ref.Offset - rdma.HeaderSize
+	return s.regions[in.ref.Region].buf[off : off+rdma.HeaderSize]
+}
+
 func (s *InputStore) regionFor(n int) (*region, error) {
 	if n > s.regionSize {
-		r, err := s.newRegion(n)
+		r, err := s.newRegion(n, true)
 		if err != nil {
 			return nil, err
 		}
@@ -127,15 +238,22 @@ func (s *InputStore) regionFor(n int) (*region, error) {
 	if s.cur != nil && s.cur.used+n <= len(s.cur.buf) {
 		return s.cur, nil
 	}
-	if s.cur != nil {
-		s.retire(s.cur)
-	}
-	if k := len(s.free); k > 0 {
-		s.cur = s.free[k-1]
-		s.free = s.free[:k-1]
+	if s.cur != nil && s.cur.live == 0 && s.quiet(s.cur) {
+		s.cur.used = 0 // nothing live, nothing in quarantine: start it over
 		return s.cur, nil
 	}
-	r, err := s.newRegion(s.regionSize)
+	if s.cur != nil {
+		s.retire(s.cur)
+		s.cur = nil
+	}
+	for k := len(s.free) - 1; k >= 0; k-- {
+		if r := s.free[k]; s.quiet(r) {
+			s.free = append(s.free[:k], s.free[k+1:]...)
+			s.cur = r
+			return r, nil
+		}
+	}
+	r, err := s.newRegion(s.regionSize, false)
 	if err != nil {
 		return nil, err
 	}
@@ -143,21 +261,30 @@ func (s *InputStore) regionFor(n int) (*region, error) {
 	return r, nil
 }
 
-func (s *InputStore) newRegion(size int) (*region, error) {
+// quiet reports whether r's space given back may be reused now.
+func (s *InputStore) quiet(r *region) bool {
+	return s.reuseDelay == 0 || !s.now().Before(r.quietAt)
+}
+
+func (s *InputStore) newRegion(size int, single bool) (*region, error) {
 	if s.bytes+int64(size) > s.maxBytes {
 		return nil, ErrStoreFull
 	}
 	s.bytes += int64(size)
 	// Reuse a slot of a freed oversized region so region IDs stay small.
+	id := uint32(len(s.regions))
 	for i, r := range s.regions {
 		if r == nil {
-			nr := &region{id: uint32(i), buf: make([]byte, size)}
-			s.regions[i] = nr
-			return nr, nil
+			id = uint32(i)
+			break
 		}
 	}
-	r := &region{id: uint32(len(s.regions)), buf: make([]byte, size)}
-	s.regions = append(s.regions, r)
+	r := &region{id: id, buf: s.regionMem.AllocRegion(id, size, !single)}
+	if int(id) == len(s.regions) {
+		s.regions = append(s.regions, r)
+	} else {
+		s.regions[id] = r
+	}
 	return r, nil
 }
 
@@ -170,13 +297,20 @@ func (s *InputStore) retire(r *region) {
 }
 
 func (s *InputStore) recycle(r *region) {
-	if r.single {
-		s.regions[r.id] = nil
-		s.bytes -= int64(len(r.buf))
+	if r.single || s.closed {
+		s.release(r)
 		return
 	}
 	r.used, r.retired = 0, false
 	s.free = append(s.free, r)
+}
+
+// release hands r's memory back to the allocator.
+func (s *InputStore) release(r *region) {
+	s.regions[r.id] = nil
+	s.bytes -= int64(len(r.buf))
+	r.buf = nil
+	s.regionMem.FreeRegion(r.id)
 }
 
 // Release frees a request's input. Reads of it fail from now on.
@@ -192,16 +326,43 @@ func (s *InputStore) Release(key uint64) {
 		in.released = true // preprocessing still writes there, or a read sends it
 		return
 	}
-	s.unref(s.regions[in.ref.Region])
+	s.unref(in)
 }
 
-// unref drops one live input from r, recycling r once it is empty.
-func (s *InputStore) unref(r *region) {
+// unref gives in's space back: its slot header is zeroed and the region's
+// quarantine restarts, and the region is recycled once empty.
+func (s *InputStore) unref(in *input) {
+	r := s.regions[in.ref.Region]
+	if s.seal != 0 {
+		rdma.ClearHeader(s.header(in))
+	}
+	if s.reuseDelay > 0 {
+		r.quietAt = s.now().Add(s.reuseDelay)
+	}
 	r.live--
-	if r.live == 0 && r.retired {
+	switch {
+	case r.live == 0 && (r.retired || s.closed):
 		s.recycle(r)
-	} else if r.live == 0 && r == s.cur {
+	case r.live == 0 && r == s.cur && s.reuseDelay == 0:
 		r.used = 0 // nothing live in the current region: start it over
+	}
+}
+
+// Close releases every region that holds no input, and each other one
+// once its last input is given back (a preprocessing still writing, a
+// read still sending). Nothing can be stored or read afterwards.
+func (s *InputStore) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.cur, s.free = nil, nil
+	for _, r := range s.regions {
+		if r != nil && r.live == 0 {
+			s.release(r)
+		}
 	}
 }
 
@@ -213,7 +374,7 @@ func (s *InputStore) lookup(ref wire.InputRef) (*input, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.live[ref.Key]
-	if in == nil || in.ref != ref {
+	if in == nil || in.ref != ref || s.closed {
 		return nil, errMissing
 	}
 	return in, nil
@@ -226,7 +387,7 @@ func (s *InputStore) pin(ref wire.InputRef) (b []byte, unpin func(), err error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.live[ref.Key]
-	if in == nil || in.ref != ref {
+	if in == nil || in.ref != ref || s.closed {
 		return nil, nil, errMissing
 	}
 	if in.err != nil {
@@ -240,7 +401,7 @@ func (s *InputStore) pin(ref wire.InputRef) (b []byte, unpin func(), err error) 
 		defer s.mu.Unlock()
 		in.pins--
 		if in.pins == 0 && in.released && (in.ready == nil || in.done) {
-			s.unref(r)
+			s.unref(in)
 		}
 	}, nil
 }

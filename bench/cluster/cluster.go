@@ -19,6 +19,7 @@ import (
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/rdma"
 )
 
 // Config describes the cluster to start.
@@ -46,7 +47,26 @@ type Config struct {
 	Executor func() backend.Executor
 	// Preprocess, if set, is every frontend's preprocessing hook.
 	Preprocess frontend.Preprocessor
-	Log        zerolog.Logger
+	// DataPath is every backend's and frontend's --data-path (auto by
+	// default: RDMA where this build and machine have it), and RDMADevice
+	// the device they open ("" for the first with an active port).
+	DataPath   rdma.Mode
+	RDMADevice string
+	// Fabric, if set, gives each backend and frontend, by name, the RDMA
+	// device to use instead of the machine's: tests pass the devices of
+	// one rdma.MemNetwork.
+	Fabric func(name string) rdma.Fabric
+	Log    zerolog.Logger
+}
+
+// dataPath is the data-path configuration of the process called name.
+func (c *Config) dataPath(name string) rdma.Config {
+	dp := rdma.DefaultConfig()
+	dp.Mode, dp.Device.Name = c.DataPath, c.RDMADevice
+	if c.Fabric != nil && c.DataPath != rdma.ModeTCP {
+		dp.Fabric = c.Fabric(name)
+	}
+	return dp
 }
 
 // FromWorkload fills the scheduler side of a Config from a workload file:
@@ -129,6 +149,7 @@ func (c *Cluster) waitGPUs(ctx context.Context, n int) error {
 func (c *Cluster) StartBackend(ctx context.Context, name string) (*backend.Agent, error) {
 	bc := backend.Default()
 	bc.SchedulerAddr, bc.Name, bc.GPUs, bc.Network, bc.Log = c.Scheduler.Addr(), name, c.cfg.GPUsPerBackend, c.cfg.Network, c.cfg.Log
+	bc.DataPath = c.cfg.dataPath(name)
 	if c.cfg.Executor != nil {
 		bc.Executor = c.cfg.Executor()
 	}
@@ -149,6 +170,7 @@ func (c *Cluster) StartFrontend(ctx context.Context, name string) (*frontend.Cli
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = c.Scheduler.Addr(), name, c.cfg.Network, c.cfg.Log
 	fc.Preprocess = c.cfg.Preprocess
+	fc.DataPath = c.cfg.dataPath(name)
 	if c.cfg.DataAddr != "" {
 		fc.DataAddr = c.cfg.DataAddr
 	}

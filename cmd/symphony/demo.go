@@ -91,6 +91,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	lf := addLoadFlags(fs, "workload file (default: the bundled demo workload: six 1080Ti-zoo models on 8 emulated GPUs)")
 	httpAddr := fs.String("http-addr", "", "also serve the KServe v2 HTTP gateway on `ADDR` (e.g. 127.0.0.1:8000)")
+	dp := addDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -107,6 +108,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cc.Log = log
+	cc.DataPath, cc.RDMADevice = dp.mode, *dp.device
 	ctx, stop := signalContext()
 	defer stop()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -118,8 +120,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	client := c.Frontends[0]
 	if !*lf.quiet {
-		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s; budgeting ctrl %v, data %v/request, result %v\n",
-			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.Result)
+		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request, result %v\n",
+			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), client.DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.Result)
 	}
 	if *httpAddr != "" {
 		srv, addr, err := serveGateway(client, *httpAddr, log)
@@ -143,6 +145,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	lf := addLoadFlags(fs, "workload file (required)")
 	sched := fs.String("scheduler", "", "the running scheduler's address (an embedded frontend connects to it)")
 	gatewayURL := fs.String("gateway", "", "instead of --scheduler, send requests to a frontend's KServe v2 gateway at `URL`")
+	dp := addDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -171,6 +174,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", newNetwork(log), log
+	fc.DataPath = dp.config()
 	client, err := frontend.New(fc)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/tcp"
 )
 
@@ -44,6 +45,27 @@ func loadWorkload(path string) (*workload.Workload, error) {
 // cleanly: queued requests end with a shutdown drop, not silently.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// dataPathFlags are --data-path and --rdma-device, of every command that
+// runs a backend or a frontend.
+type dataPathFlags struct {
+	mode   rdma.Mode
+	device *string
+}
+
+func addDataPathFlags(fs *flag.FlagSet) *dataPathFlags {
+	d := &dataPathFlags{}
+	fs.TextVar(&d.mode, "data-path", rdma.ModeAuto, "how backends read inputs from frontends: `auto` (RDMA READs where both sides have an RDMA device and a binary built with -tags rdma, else TCP; logs which), rdma (required: no start without it) or tcp")
+	d.device = fs.String("rdma-device", "", "the RDMA device to use, as ibv_devices lists it (default: the first with an active port)")
+	return d
+}
+
+// config is the data path the flags ask for.
+func (d *dataPathFlags) config() rdma.Config {
+	c := rdma.DefaultConfig()
+	c.Mode, c.Device.Name = d.mode, *d.device
+	return c
 }
 
 func newNetwork(log zerolog.Logger) *tcp.Network {
@@ -107,6 +129,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
 	gpus := fs.Int("gpus", 1, "emulated GPUs this backend owns")
 	name := fs.String("name", "", "name in logs (default backend-PID)")
+	dp := addDataPathFlags(fs)
 	verbose := fs.Bool("v", false, "log more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -117,6 +140,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	log := processLogger(stderr, *verbose)
 	bc := backend.Default()
 	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, newNetwork(log)
+	bc.DataPath = dp.config()
 	bc.Name = processName(*name, "backend")
 	a, err := backend.Start(bc)
 	if err != nil {
@@ -125,7 +149,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	if err := a.WaitReady(ctx); err == nil {
-		fmt.Fprintf(stdout, "backend %s registered %d GPUs with %s\n", bc.Name, bc.GPUs, *sched)
+		fmt.Fprintf(stdout, "backend %s registered %d GPUs with %s, data path %v\n", bc.Name, bc.GPUs, *sched, a.DataPath())
 	}
 	<-ctx.Done()
 	a.Close()
@@ -141,6 +165,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	httpAddr := fs.String("http-addr", "127.0.0.1:8000", "address of the KServe v2 HTTP gateway")
 	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
+	dp := addDataPathFlags(fs)
 	verbose := fs.Bool("v", false, "log more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -151,6 +176,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	log := processLogger(stderr, *verbose)
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, newNetwork(log)
+	fc.DataPath = dp.config()
 	fc.Name = processName(*name, "frontend")
 	client, err := frontend.New(fc)
 	if err != nil {
@@ -165,7 +191,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	}
 	// Announce the gateway once it can serve: connected to the scheduler.
 	if client.WaitReady(ctx) == nil {
-		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s\n", fc.Name, addr, client.DataAddr())
+		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s, data path %v\n", fc.Name, addr, client.DataAddr(), client.DataPath())
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

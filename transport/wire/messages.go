@@ -20,6 +20,9 @@
 //	scheduler -> backend: Plan, FrontendUp, FrontendDown
 //	backend -> frontend (data connection): Read; frontend answers ReadReply
 //	backend -> frontend (data connection): Results
+//	backend -> frontend (data connection): RDMAConnect; frontend answers
+//	  RDMAAccept or RDMARefuse, then sends RDMARegions as it registers
+//	  more memory
 package wire
 
 import (
@@ -61,11 +64,16 @@ const (
 	KindRead
 	KindReadReply
 	KindResults
+	KindRDMAConnect
+	KindRDMAAccept
+	KindRDMARefuse
+	KindRDMARegions
 	kindEnd
 )
 
 var kindNames = [...]string{"", "Hello", "Welcome", "Reject", "Submit", "Ended", "BackendReady",
-	"Plan", "GPUFree", "FrontendUp", "FrontendDown", "Read", "ReadReply", "Results"}
+	"Plan", "GPUFree", "FrontendUp", "FrontendDown", "Read", "ReadReply", "Results",
+	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions"}
 
 // Known reports whether k is a message kind of this version.
 func (k Kind) Known() bool { return k >= KindHello && k < kindEnd }
@@ -114,6 +122,14 @@ func (k Kind) new() Message {
 		return &ReadReply{}
 	case KindResults:
 		return &Results{}
+	case KindRDMAConnect:
+		return &RDMAConnect{}
+	case KindRDMAAccept:
+		return &RDMAAccept{}
+	case KindRDMARefuse:
+		return &RDMARefuse{}
+	case KindRDMARegions:
+		return &RDMARegions{}
 	}
 	return nil
 }
@@ -326,6 +342,10 @@ func (*FrontendDown) Kind() Kind { return KindFrontendDown }
 func (*Read) Kind() Kind         { return KindRead }
 func (*ReadReply) Kind() Kind    { return KindReadReply }
 func (*Results) Kind() Kind      { return KindResults }
+func (*RDMAConnect) Kind() Kind  { return KindRDMAConnect }
+func (*RDMAAccept) Kind() Kind   { return KindRDMAAccept }
+func (*RDMARefuse) Kind() Kind   { return KindRDMARefuse }
+func (*RDMARegions) Kind() Kind  { return KindRDMARegions }
 
 // Validate checks Hello's fields.
 func (m *Hello) Validate() error {

@@ -35,8 +35,16 @@ func samples() []wire.Message {
 		&wire.ReadReply{Seq: 3, Data: [][]byte{[]byte("input"), nil, {}}, Missing: []uint32{1}},
 		&wire.Results{Results: []wire.Result{{ID: 1, Output: []byte{1, 2, 3}, BatchSize: 4, StartedAt: 5, FinishedAt: 6},
 			{ID: 2, Code: wire.EndExecutorFailed, Detail: "oom"}}},
+		&wire.RDMAConnect{Endpoint: ep},
+		&wire.RDMAAccept{ForQPN: 0x1234, Endpoint: ep, Seal: 0xfeedface, ReuseDelay: 50 * time.Millisecond,
+			Regions: []wire.RDMARegion{{ID: 0, Addr: 0x7f00_0000_0000, Length: 8 << 20, RKey: 0xabc}, {ID: 3, Addr: 1, Length: 1, RKey: 1}}},
+		&wire.RDMARefuse{ForQPN: 0x1234, Reason: "frontend built without RDMA support"},
+		&wire.RDMARegions{Regions: []wire.RDMARegion{{ID: 4, Addr: 0x7f00_1000_0000, Length: 8 << 20, RKey: 0xdef}}},
 	}
 }
+
+// ep is a RoCE endpoint: no LID, an IPv4-mapped GID.
+var ep = wire.RDMAEndpoint{QPN: 0xabcdef, PSN: 0x123456, GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}, MTU: 3, ReadDepth: 16}
 
 func TestSamplesCoverEveryKind(t *testing.T) {
 	seen := make(map[wire.Kind]bool)
@@ -204,5 +212,58 @@ func TestDeepNesting(t *testing.T) {
 	body = append(body, 0xc0)
 	if _, err := wire.Decode(wire.KindHello, body); err == nil {
 		t.Error("decoded a Hello with 100 000 levels of nesting")
+	}
+}
+
+// TestRDMADecodeErrors checks that bad RDMA messages are refused with the
+// field named.
+func TestRDMADecodeErrors(t *testing.T) {
+	withEP := func(f func(e *wire.RDMAEndpoint)) *wire.RDMAConnect {
+		e := ep
+		f(&e)
+		return &wire.RDMAConnect{Endpoint: e}
+	}
+	accept := func(f func(a *wire.RDMAAccept)) *wire.RDMAAccept {
+		a := &wire.RDMAAccept{Endpoint: ep, ReuseDelay: time.Millisecond, Regions: []wire.RDMARegion{{ID: 1, Addr: 1, Length: 1}}}
+		f(a)
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		m    wire.Message
+		err  string
+	}{
+		{"qpn over 24 bits", withEP(func(e *wire.RDMAEndpoint) { e.QPN = 1 << 24 }), "endpoint.qpn: 16777216 over 24 bits"},
+		{"psn over 24 bits", withEP(func(e *wire.RDMAEndpoint) { e.PSN = 1 << 30 }), "endpoint.psn"},
+		{"mtu 0", withEP(func(e *wire.RDMAEndpoint) { e.MTU = 0 }), "endpoint.mtu: 0 not an ibv_mtu"},
+		{"mtu 6", withEP(func(e *wire.RDMAEndpoint) { e.MTU = 6 }), "endpoint.mtu: 6"},
+		{"no read depth", withEP(func(e *wire.RDMAEndpoint) { e.ReadDepth = 0 }), "endpoint.read_depth: zero"},
+		{"no address", withEP(func(e *wire.RDMAEndpoint) { e.GID = [16]byte{} }), "neither a LID nor a GID"},
+		{"no reuse delay", accept(func(a *wire.RDMAAccept) { a.ReuseDelay = 0 }), "reuse_delay"},
+		{"long reuse delay", accept(func(a *wire.RDMAAccept) { a.ReuseDelay = time.Hour }), "reuse_delay: 1h0m0s"},
+		{"empty region", accept(func(a *wire.RDMAAccept) { a.Regions[0].Length = 0 }), "regions[0].length: zero"},
+		{"region wraps", accept(func(a *wire.RDMAAccept) { a.Regions[0].Addr = 1<<64 - 4; a.Regions[0].Length = 8 }), "regions[0]: addr"},
+		{"no regions", &wire.RDMARegions{}, "regions: empty"},
+	} {
+		if _, err := wire.Decode(tc.m.Kind(), wire.Marshal(tc.m)); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		}
+	}
+	// A GID of the wrong length, and a LID over 16 bits, written by hand.
+	body := wire.Marshal(&wire.RDMAConnect{Endpoint: ep})
+	short := bytes.Replace(body, append([]byte{0xc4, 16}, ep.GID[:]...), append([]byte{0xc4, 4}, ep.GID[:4]...), 1)
+	if _, err := wire.Decode(wire.KindRDMAConnect, short); err == nil || !strings.Contains(err.Error(), "endpoint.gid: 4 bytes, want 16") {
+		t.Errorf("short gid: %v", err)
+	}
+	// (EncodeUint16 writes 0xcd and two bytes, after the PSN's 0xce and four.)
+	bigLID := bytes.Replace(body, []byte{0xce, 0x00, 0x12, 0x34, 0x56, 0xcd, 0, 0}, []byte{0xce, 0x00, 0x12, 0x34, 0x56, 0xce, 0, 1, 0, 0}, 1)
+	if _, err := wire.Decode(wire.KindRDMAConnect, bigLID); err == nil || !strings.Contains(err.Error(), "endpoint.lid: 65536 overflows 16 bits") {
+		t.Errorf("lid over 16 bits: %v", err)
+	}
+	// A region count far beyond the bytes, refused before allocating.
+	huge := []byte{0x91, 0xdd, 0xff, 0xff, 0xff, 0xf0}
+	var err error
+	if n := allocs(func() { _, err = wire.Decode(wire.KindRDMARegions, huge) }); n > 64<<10 || err == nil {
+		t.Errorf("huge region count: %v after %d bytes", err, n)
 	}
 }

@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/transport/inproc"
+	"github.com/symphony-serving/symphony/transport/rdma"
+)
+
+// A whole cluster on the RDMA data path, over the emulated fabric: every
+// request ends with its own output, backends READ the inputs, and
+// whatever they cannot READ they read over TCP.
+func TestEndToEndOverEmulatedRDMA(t *testing.T) {
+	mem := rdma.NewMemNetwork()
+	cfg := testConfig(inproc.New(), "", 2, 2)
+	cfg.DataPath = rdma.ModeRDMA
+	cfg.Fabric = func(name string) rdma.Fabric { return mem.Open(name) }
+	cfg.Preprocess = &upper{} // hooks_test.go
+	c := startCluster(t, cfg)
+	f := c.Frontends[0]
+	if !f.DataPath().RDMA {
+		t.Fatalf("frontend data path %v", f.DataPath())
+	}
+	var calls []*frontend.Call
+	for i := 0; i < 200; i++ {
+		calls = append(calls, f.Go(context.Background(), []string{"fast", "slow"}[i%2], input(i)))
+	}
+	for i, call := range calls {
+		<-call.Done()
+		if call.Err != nil {
+			t.Fatalf("request %d: %v", i, call.Err)
+		}
+		if want := backend.EmulatedOutput(uint32(i%2), bytes.ToUpper(input(i))); !bytes.Equal(call.Output, want) {
+			t.Fatalf("request %d: output %x, want %x", i, call.Output, want)
+		}
+	}
+	var reads, fallbacks uint64
+	for _, b := range c.Backends {
+		if !b.DataPath().RDMA {
+			t.Fatalf("backend data path %v", b.DataPath())
+		}
+		reads += b.RDMAStats().Reads.Load()
+		fallbacks += b.RDMAStats().Fallbacks.Load()
+	}
+	// Batches planned before a backend's queue pair with the frontend was
+	// up, inputs still being preprocessed when their batch READs them,
+	// and plans that outran a region's announcement go over TCP.
+	if reads == 0 {
+		t.Fatalf("no input READ (%d fell back to TCP)", fallbacks)
+	}
+	t.Logf("%d inputs READ, %d fell back to TCP, the rest before the queue pairs were up", reads, fallbacks)
+}

@@ -1,0 +1,69 @@
+package rdma
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// DeviceConfig picks the RDMA device, port and GID a process uses.
+type DeviceConfig struct {
+	// Name is the device (as `ibv_devices` lists it, e.g. mlx5_0 or rxe0);
+	// empty for the first one with an active port.
+	Name string
+	// Port is the port number; 0 for the device's first active port.
+	Port int
+	// GIDIndex is the GID table index for RoCE; -1 picks one: a RoCE v2
+	// GID holding an IPv4 address first, then any RoCE v2 GID, then any.
+	GIDIndex int
+}
+
+// DefaultDeviceConfig picks everything automatically.
+func DefaultDeviceConfig() DeviceConfig { return DeviceConfig{GIDIndex: -1} }
+
+// gidScore ranks a GID table entry for RoCE: 0 for an empty entry (never
+// used), 3 for RoCE v2 with an IPv4-mapped address (routable, what
+// `rdma link add rxe0 type rxe netdev eth0` gives an interface with an
+// IPv4 address), 2 for other RoCE v2, 1 for the rest (RoCE v1, IB).
+func gidScore(gid [16]byte, typ string) int {
+	if gid == [16]byte{} {
+		return 0
+	}
+	v2 := strings.Contains(strings.ToLower(typ), "v2")
+	mapped := bytes.Equal(gid[:10], make([]byte, 10)) && gid[10] == 0xff && gid[11] == 0xff
+	switch {
+	case v2 && mapped:
+		return 3
+	case v2:
+		return 2
+	}
+	return 1
+}
+
+// pickGID returns the index of the best-ranked GID (the lowest index
+// among equals), or -1 if every entry is empty.
+func pickGID(gids [][16]byte, types []string) int {
+	best, bestScore := -1, 0
+	for i, g := range gids {
+		typ := ""
+		if i < len(types) {
+			typ = types[i]
+		}
+		if s := gidScore(g, typ); s > bestScore {
+			best, bestScore = i, s
+		}
+	}
+	return best
+}
+
+// gidType reads a GID entry's type ("RoCE v2", "IB/RoCE v1") from sysfs,
+// where every rdma-core version exposes it; "" if it cannot.
+func gidType(sysfs, device string, port, index int) string {
+	b, err := os.ReadFile(filepath.Join(sysfs, "class/infiniband", device, "ports", strconv.Itoa(port), "gid_attrs/types", strconv.Itoa(index)))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
