@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -131,10 +132,54 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	}
 	b.ReportMetric(q(0.5), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(q(0.999), "p99.9-µs")
 	b.ReportMetric(q(0.9999), "p99.99-µs")
 	if len(lat) >= 10000 {
-		b.Logf("%d batches: p50 %.0fµs p99 %.0fµs p99.99 %.0fµs (p99.99/p50 = %.2f)", len(lat), q(0.5), q(0.99), q(0.9999), q(0.9999)/q(0.5))
+		b.Logf("%d batches: p50 %.0fµs p99 %.0fµs p99.9 %.0fµs p99.99 %.0fµs (p99.99/p50 = %.2f)", len(lat), q(0.5), q(0.99), q(0.999), q(0.9999), q(0.9999)/q(0.5))
 	}
+}
+
+// BenchmarkMachineHiccups measures the machine, not Symphony: one goroutine
+// on its own OS thread reads the clock in a loop for b.N milliseconds and
+// counts the gaps between readings, the times the thread did not run
+// (jHiccup's idea). An incast's p99.99 over 20,000 batches (about ten
+// seconds) is set by its two slowest batches, so a machine that stops a
+// running thread for milliseconds a few times in ten seconds puts a floor
+// under that tail that no data path can beat. Run it beside the incast:
+//
+//	go test -run '^$' -bench MachineHiccups -benchtime 10000x ./backend/
+func BenchmarkMachineHiccups(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var gaps []time.Duration
+	b.ResetTimer()
+	start := time.Now()
+	prev := start
+	for end := start.Add(time.Duration(b.N) * time.Millisecond); prev.Before(end); {
+		now := time.Now()
+		if g := now.Sub(prev); g > 100*time.Microsecond {
+			gaps = append(gaps, g)
+		}
+		prev = now
+	}
+	b.StopTimer()
+	secs := prev.Sub(start).Seconds()
+	over := func(t time.Duration) float64 {
+		n := 0
+		for _, g := range gaps {
+			if g > t {
+				n++
+			}
+		}
+		return float64(n) / secs
+	}
+	worst := time.Duration(0)
+	for _, g := range gaps {
+		worst = max(worst, g)
+	}
+	b.ReportMetric(over(time.Millisecond), "gaps>1ms/s")
+	b.ReportMetric(over(2*time.Millisecond), "gaps>2ms/s")
+	b.ReportMetric(float64(worst.Microseconds()), "worst-gap-µs")
 }
 
 // Reads of more bytes than one reply frame may carry are split, and all
