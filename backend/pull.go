@@ -48,7 +48,7 @@ type tcpPuller struct {
 // the RDMA path exchanges its queue pair's endpoints and its regions over
 // it. Calls for one connection come in order: up, messages, down.
 type connHooks interface {
-	connUp(pe *peer, c transport.Conn)
+	connUp(pe *peer, c transport.Conn, w *wire.Welcome)
 	connMessage(pe *peer, c transport.Conn, m wire.Message)
 	connDown(pe *peer, c transport.Conn)
 }
@@ -160,7 +160,7 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 		},
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	conn, _, err := p.net.Dial(dctx, pe.addr, &wire.Hello{Version: wire.Version, Role: wire.RolePuller, Name: p.name}, h)
+	conn, welcome, err := p.net.Dial(dctx, pe.addr, &wire.Hello{Version: wire.Version, Role: wire.RolePuller, Name: p.name}, h)
 	cancel()
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 	}
 	pe.mu.Unlock()
 	if up && p.hooks != nil {
-		p.hooks.connUp(pe, conn)
+		p.hooks.connUp(pe, conn, welcome)
 	}
 	select {
 	case <-closed:
@@ -422,21 +422,38 @@ func (p *rdmaPuller) lookup(pe *peer) *rdmaLink {
 }
 
 // connUp opens the RDMA exchange on a new data connection.
-func (p *rdmaPuller) connUp(pe *peer, c transport.Conn) {
+func (p *rdmaPuller) connUp(pe *peer, c transport.Conn, w *wire.Welcome) {
 	l := p.link(pe)
 	if l == nil {
 		return
 	}
-	l.mu.Lock()
-	old := l.sess
-	l.conn, l.sess, l.refused = c, nil, false
-	p.settle(l)
-	l.settled = make(chan struct{})
-	l.mu.Unlock()
+	// A frontend that predates RDMA would close the connection on an
+	// RDMAConnect: read it over TCP without asking.
+	old := p.renew(l, c, w == nil || w.Features&wire.FeatureRDMA == 0)
 	if old != nil {
 		old.Close()
 	}
+	if w == nil || w.Features&wire.FeatureRDMA == 0 {
+		p.log.Info().Uint32("frontend", pe.id).Msg("frontend does not speak RDMA; reading over TCP")
+		return
+	}
 	p.dial(pe, l, c)
+}
+
+// renew points l at a new data connection c and returns the session of
+// the old one, for the caller to close. With tcpOnly the exchange on c is
+// over before it starts: the frontend is read over TCP.
+func (p *rdmaPuller) renew(l *rdmaLink, c transport.Conn, tcpOnly bool) *rdma.Session {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.sess
+	l.conn, l.sess, l.refused = c, nil, tcpOnly
+	p.settle(l)
+	l.settled = make(chan struct{})
+	if tcpOnly {
+		p.settle(l)
+	}
+	return old
 }
 
 // dial creates a queue pair and sends its RDMAConnect on c.

@@ -270,3 +270,52 @@ func BenchmarkPullIncastRDMA(b *testing.B) {
 	}
 	reportLatency(b, lat)
 }
+
+// A frontend that predates RDMA (its Welcome has no FeatureRDMA) is never
+// sent RDMAConnect, which it would take as a protocol error and answer by
+// closing the data connection on every reconnect: the backend settles on
+// TCP for it at once.
+func TestRDMAPullerSkipsFrontendWithoutFeature(t *testing.T) {
+	n := inproc.New()
+	kinds := make(chan wire.Kind, 16)
+	ln, err := n.Listen("", func(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+		return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{
+			Message: func(_ transport.Conn, m wire.Message) { kinds <- m.Kind() },
+		}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	mem := rdma.NewMemNetwork()
+	rc := rdma.DefaultReaderConfig(mem.Open("backend"))
+	rc.ReceiveBytes = 1 << 20
+	reader, err := rdma.NewReader(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newTCPPuller(n, "rdma-backend", transport.DefaultBackoff(), zerolog.Nop())
+	p := newRDMAPuller(tp, reader, transport.DefaultBackoff(), zerolog.Nop())
+	defer func() { tp.closeAll(); p.close() }()
+	tp.up(1, ln.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.waitSettled(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if p.session(1) != nil {
+		t.Fatal("an RDMA session came up with a frontend that does not speak RDMA")
+	}
+	// A Read over TCP goes through the same connection after it: had an
+	// RDMAConnect been sent, it would arrive first.
+	pe := tp.peer(1)
+	pe.mu.Lock()
+	c := pe.conn // set before the exchange settles
+	pe.mu.Unlock()
+	if err := c.Send(&wire.Read{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if k := <-kinds; k != wire.KindRead {
+		t.Fatalf("the frontend got %v first, want the Read: no RDMA message to an old frontend", k)
+	}
+}

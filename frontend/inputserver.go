@@ -49,7 +49,9 @@ func (s *inputServer) accept(conn transport.Conn, h *wire.Hello) (*wire.Welcome,
 		return nil, nil, fmt.Errorf("a frontend's data address takes pullers, not %v", h.Role)
 	}
 	s.log.Debug().Str("backend", h.Name).Msg("backend connected for data")
-	return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: s.onMessage, Closed: s.onClose}, nil
+	// Every frontend of this version answers RDMAConnect (with a refusal
+	// when it has no RDMA), so it may be sent one.
+	return &wire.Welcome{Version: wire.Version, Features: wire.FeatureRDMA}, transport.HandlerFuncs{Message: s.onMessage, Closed: s.onClose}, nil
 }
 
 func (s *inputServer) onClose(conn transport.Conn, _ error) {

@@ -131,8 +131,11 @@ func NewInputStoreWith(c StoreConfig) (*InputStore, error) {
 	if c.RegionSize <= 0 || c.MaxBytes < int64(c.RegionSize) || (c.Seal != 0 && c.RegionSize < rdma.SlotSize(0)) {
 		return nil, fmt.Errorf("frontend: input store of regions of %d bytes, %d in all", c.RegionSize, c.MaxBytes)
 	}
-	if c.ReuseDelay < 0 {
-		return nil, fmt.Errorf("frontend: negative reuse delay %v", c.ReuseDelay)
+	if c.ReuseDelay < 0 || (c.Seal != 0 && c.ReuseDelay == 0) {
+		// A sealed store is read by one-sided READs, which are only safe
+		// if given-back space stays unused for longer than any READ a
+		// backend accepts (the transport/rdma safety argument).
+		return nil, fmt.Errorf("frontend: reuse delay %v; a store read over RDMA (a seal set) needs a positive one", c.ReuseDelay)
 	}
 	if c.Regions == nil {
 		c.Regions = goRegions{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func slotState(s *InputStore, ref wire.InputRef) (rdma.SlotState, error) {
 // A framed store writes a sealed header before each input and keeps it in
 // step with the input's life; reads over TCP still see only the input.
 func TestFramedStoreSlotHeaders(t *testing.T) {
-	s := framedStore(t, 1024, 4096, 0, newClock(), nil)
+	s := framedStore(t, 1024, 4096, time.Millisecond, newClock(), nil)
 	a, err := s.Put(1, []byte("abc"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestFramedStoreReuseDelay(t *testing.T) {
 // a preprocessing still writing keeps its region until it is done.
 func TestStoreCloseReleasesRegions(t *testing.T) {
 	alloc := &recordingRegions{out: map[uint32]bool{}, shared: map[uint32]bool{}}
-	s := framedStore(t, 256, 4096, 0, newClock(), alloc)
+	s := framedStore(t, 256, 4096, time.Millisecond, newClock(), alloc)
 	s.Put(1, make([]byte, 200))
 	s.Put(2, make([]byte, 200)) // a second region
 	big, _ := s.Put(3, make([]byte, 1000))
@@ -294,5 +295,13 @@ func TestRDMAReadNeverReturnsAReusedSlot(t *testing.T) {
 	var se *rdma.SlotError
 	if o := read(); !errors.As(o.Fallback, &se) || se.Reason != "holds input 4" {
 		t.Fatalf("READ of the reused slot: %v", o.Fallback)
+	}
+}
+
+// A store read by one-sided READs without a reuse delay could hand a READ
+// in flight the bytes of the next request in the same space: refused.
+func TestSealedStoreNeedsReuseDelay(t *testing.T) {
+	if _, err := NewInputStoreWith(StoreConfig{RegionSize: 1024, MaxBytes: 4096, Seal: testSeal}); err == nil || !strings.Contains(err.Error(), "needs a positive one") {
+		t.Fatalf("sealed store with no reuse delay: %v, want a refusal", err)
 	}
 }

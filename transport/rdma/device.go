@@ -67,3 +67,14 @@ func gidType(sysfs, device string, port, index int) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// localReadDepth is the READ depth a queue pair advertises
+// (RDMAEndpoint.ReadDepth): at most 16, and within both the device's
+// requester (max_qp_init_rd_atom) and responder (max_qp_rd_atom) limits.
+func localReadDepth(maxInit, maxDest int) uint8 { return uint8(max(1, min(16, maxInit, maxDest))) }
+
+// pairReadDepth is the READ depth both ends of a connected pair use, as
+// requester (max_rd_atomic) and as responder (max_dest_rd_atomic): the
+// smaller of the two advertised depths, so that it is the same number on
+// both sides and neither asks more of the other than it serves.
+func pairReadDepth(local, remote uint8) int { return max(1, int(min(local, remote))) }

@@ -52,6 +52,10 @@ type Exporter struct {
 	conns     map[transport.Conn]QueuePair
 	closed    bool
 	fabClosed bool
+	// busy counts the device calls under way outside mu: regions being
+	// registered or deregistered, queue pairs being created or destroyed
+	// while in neither map. The device is not closed while any is.
+	busy int
 }
 
 type exportedRegion struct {
@@ -96,12 +100,10 @@ func (e *Exporter) Device() string { return e.fab.Device() }
 // locked-memory limit), the region is Go memory too, and its inputs go
 // over TCP: the store never fails for want of RDMA.
 func (e *Exporter) AllocRegion(id uint32, size int, shared bool) []byte {
-	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if !shared || closed {
+	if !shared || !e.enter() {
 		return make([]byte, size)
 	}
+	defer e.leave()
 	a, err := MapArena(size)
 	if err == nil {
 		var mr MemoryRegion
@@ -140,17 +142,20 @@ func (e *Exporter) FreeRegion(id uint32) {
 	e.mu.Lock()
 	r := e.regions[id]
 	delete(e.regions, id)
+	if r != nil {
+		e.busy++
+	}
 	e.mu.Unlock()
 	if r == nil {
 		return
 	}
+	defer e.leave()
 	if err := r.mr.Deregister(); err != nil {
 		// The NIC may still read it: leak the memory rather than fault.
 		e.log.Error().Err(err).Uint32("region", id).Msg("input region not deregistered; its memory stays mapped")
 	} else {
 		_ = r.arena.Unmap()
 	}
-	e.closeFabricIfDone()
 }
 
 // Regions lists the registered regions, as announced.
@@ -180,9 +185,15 @@ func (e *Exporter) Connect(c transport.Conn, m *wire.RDMAConnect) {
 	}
 	old := e.conns[c]
 	delete(e.conns, c)
+	e.busy++ // for the new queue pair until it is in conns or destroyed
+	if old != nil {
+		e.busy++
+	}
 	e.mu.Unlock()
+	defer e.leave()
 	if old != nil {
 		_ = old.Close()
+		e.leave()
 	}
 	qp, err := e.fab.NewQueuePair(1, nil)
 	if err != nil {
@@ -224,9 +235,13 @@ func (e *Exporter) Disconnect(c transport.Conn) {
 	e.mu.Lock()
 	qp := e.conns[c]
 	delete(e.conns, c)
+	if qp != nil {
+		e.busy++
+	}
 	e.mu.Unlock()
 	if qp != nil {
 		_ = qp.Close()
+		e.leave()
 	}
 }
 
@@ -240,16 +255,37 @@ func (e *Exporter) Close() {
 		qps = append(qps, qp)
 		delete(e.conns, c)
 	}
+	e.busy++
 	e.mu.Unlock()
 	for _, qp := range qps {
 		_ = qp.Close()
 	}
+	e.leave()
+}
+
+// enter counts a device call about to run outside mu; false once closed.
+func (e *Exporter) enter() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.busy++
+	return true
+}
+
+// leave ends a call counted in busy, and closes the device if it was the
+// last use of it.
+func (e *Exporter) leave() {
+	e.mu.Lock()
+	e.busy--
+	e.mu.Unlock()
 	e.closeFabricIfDone()
 }
 
 func (e *Exporter) closeFabricIfDone() {
 	e.mu.Lock()
-	done := e.closed && len(e.regions) == 0 && len(e.conns) == 0 && !e.fabClosed
+	done := e.closed && len(e.regions) == 0 && len(e.conns) == 0 && e.busy == 0 && !e.fabClosed
 	if done {
 		e.fabClosed = true
 	}

@@ -363,10 +363,14 @@ type verbsFabric struct {
 	// Open until Close frees it after the poller has stopped.
 	wc *C.struct_ibv_wc
 
-	mu     sync.Mutex
-	cqs    map[*C.struct_ibv_cq]*verbsQP
-	nmr    int
-	closed bool
+	mu  sync.Mutex
+	cqs map[*C.struct_ibv_cq]*verbsQP
+	// nqp and nmr count the queue pairs and memory regions from the start
+	// of their creation to the end of their destruction: Close refuses
+	// while either is not zero, so that no verbs call on the device's
+	// objects runs during or after ibv_close_device.
+	nqp, nmr int
+	closed   bool
 }
 
 const pollBatch = 32
@@ -492,25 +496,33 @@ func (f *verbsFabric) Register(a *Arena, remoteRead bool) (MemoryRegion, error) 
 	if remoteRead {
 		rr = 1
 	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, verbsError("ibv_reg_mr", int(syscall.ENODEV))
+	}
+	f.nmr++
+	f.mu.Unlock()
 	var errno C.int
 	mr := C.sym_reg_mr(f.pd, unsafe.Pointer(&b[0]), C.size_t(len(b)), rr, &errno)
 	if mr == nil {
+		f.mu.Lock()
+		f.nmr--
+		f.mu.Unlock()
 		return nil, verbsError("ibv_reg_mr", int(errno))
 	}
-	f.mu.Lock()
-	f.nmr++
-	f.mu.Unlock()
-	return &verbsMR{f: f, mr: mr}, nil
+	return &verbsMR{f: f, mr: mr, lkey: uint32(mr.lkey), rkey: uint32(mr.rkey)}, nil
 }
 
 type verbsMR struct {
-	f  *verbsFabric
-	mu sync.Mutex
-	mr *C.struct_ibv_mr
+	f          *verbsFabric
+	lkey, rkey uint32 // copied: mr is freed by Deregister
+	mu         sync.Mutex
+	mr         *C.struct_ibv_mr
 }
 
-func (m *verbsMR) LKey() uint32 { return uint32(m.mr.lkey) }
-func (m *verbsMR) RKey() uint32 { return uint32(m.mr.rkey) }
+func (m *verbsMR) LKey() uint32 { return m.lkey }
+func (m *verbsMR) RKey() uint32 { return m.rkey }
 
 func (m *verbsMR) Deregister() error {
 	m.mu.Lock()
@@ -533,22 +545,36 @@ func (f *verbsFabric) NewQueuePair(depth int, onComplete func(Completion)) (Queu
 		return nil, verbsError("ibv_create_qp", int(syscall.EINVAL))
 	}
 	depth = min(depth, f.maxWR, f.maxCQE)
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, verbsError("ibv_create_qp", int(syscall.ENODEV))
+	}
+	f.nqp++
+	f.mu.Unlock()
+	fail := func(err error) (QueuePair, error) {
+		f.mu.Lock()
+		f.nqp--
+		f.mu.Unlock()
+		return nil, err
+	}
 	var errno C.int
 	cq := C.sym_create_cq(f.ctx, C.int(depth), f.ch, &errno)
 	if cq == nil {
-		return nil, verbsError("ibv_create_cq", int(errno))
+		return fail(verbsError("ibv_create_cq", int(errno)))
 	}
 	qp := C.sym_create_qp(f.pd, cq, C.int(depth), &errno)
 	if qp == nil {
 		C.ibv_destroy_cq(cq)
-		return nil, verbsError("ibv_create_qp", int(errno))
+		return fail(verbsError("ibv_create_qp", int(errno)))
 	}
 	if r := C.sym_qp_init(qp, C.uint8_t(f.port.num)); r != 0 {
 		C.ibv_destroy_qp(qp)
 		C.ibv_destroy_cq(cq)
-		return nil, verbsError("ibv_modify_qp", int(r))
+		return fail(verbsError("ibv_modify_qp", int(r)))
 	}
-	q := &verbsQP{f: f, qp: qp, cq: cq, psn: rand.Uint32() & (1<<24 - 1), onComplete: onComplete, posted: map[uint64]struct{}{}}
+	q := &verbsQP{f: f, qp: qp, cq: cq, qpn: uint32(C.sym_qp_num(qp)), psn: rand.Uint32() & (1<<24 - 1),
+		onComplete: onComplete, posted: map[uint64]struct{}{}}
 	f.mu.Lock()
 	f.cqs[cq] = q
 	f.mu.Unlock()
@@ -561,8 +587,8 @@ func (f *verbsFabric) Close() error {
 		f.mu.Unlock()
 		return errors.New("rdma: device already closed")
 	}
-	if len(f.cqs) > 0 || f.nmr > 0 {
-		n, m := len(f.cqs), f.nmr
+	if f.nqp > 0 || f.nmr > 0 {
+		n, m := f.nqp, f.nmr
 		f.mu.Unlock()
 		return fmt.Errorf("rdma: closing device %s with %d queue pairs and %d memory regions open", f.name, n, m)
 	}
@@ -588,7 +614,7 @@ type verbsQP struct {
 	f          *verbsFabric
 	qp         *C.struct_ibv_qp
 	cq         *C.struct_ibv_cq
-	psn        uint32
+	qpn, psn   uint32 // qpn copied: qp is freed by Close
 	onComplete func(Completion)
 
 	mu      sync.Mutex
@@ -606,17 +632,24 @@ func (q *verbsQP) log(err error) {
 
 func (q *verbsQP) Endpoint() wire.RDMAEndpoint {
 	p := q.f.port
-	return wire.RDMAEndpoint{QPN: uint32(C.sym_qp_num(q.qp)), PSN: q.psn, LID: p.lid, GID: p.gid, MTU: p.mtu,
-		ReadDepth: uint8(max(1, min(16, q.f.maxInit, q.f.maxDest)))}
+	return wire.RDMAEndpoint{QPN: q.qpn, PSN: q.psn, LID: p.lid, GID: p.gid, MTU: p.mtu,
+		ReadDepth: localReadDepth(q.f.maxInit, q.f.maxDest)}
 }
 
 func (q *verbsQP) Connect(remote wire.RDMAEndpoint) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closing {
+		return verbsError("ibv_modify_qp", int(syscall.EINVAL))
+	}
 	p := q.f.port
 	mtu := min(p.mtu, remote.MTU)
-	// Our READs in flight to the peer, and the peer's to us, are bounded by
-	// what both devices allow.
-	rdAtomic := max(1, min(int(remote.ReadDepth), q.f.maxInit, 16))
-	destAtomic := max(1, min(int(remote.ReadDepth), q.f.maxDest, 16))
+	// Our READs in flight to the peer (max_rd_atomic) must not exceed what
+	// the peer serves at once (its max_dest_rd_atomic): both sides use the
+	// smaller of the two advertised depths, each within both of its own
+	// device's limits.
+	rdAtomic := pairReadDepth(localReadDepth(q.f.maxInit, q.f.maxDest), remote.ReadDepth)
+	destAtomic := rdAtomic
 	useGRH := C.int(0)
 	if p.ethernet || remote.LID == 0 {
 		useGRH = 1
@@ -690,11 +723,24 @@ func (q *verbsQP) Close() error {
 	q.f.mu.Lock()
 	delete(q.f.cqs, q.cq) // the poller now only acknowledges its events
 	q.f.mu.Unlock()
-	if r := C.ibv_destroy_qp(q.qp); r != 0 && err == nil {
-		err = verbsError("ibv_destroy_qp", int(r))
+	destroyed := true
+	if r := C.ibv_destroy_qp(q.qp); r != 0 {
+		destroyed = false
+		if err == nil {
+			err = verbsError("ibv_destroy_qp", int(r))
+		}
 	}
-	if r := C.ibv_destroy_cq(q.cq); r != 0 && err == nil {
-		err = verbsError("ibv_destroy_cq", int(r))
+	if r := C.ibv_destroy_cq(q.cq); r != 0 {
+		destroyed = false
+		if err == nil {
+			err = verbsError("ibv_destroy_cq", int(r))
+		}
+	}
+	if destroyed {
+		// Otherwise the device keeps counting it, and is never closed.
+		q.f.mu.Lock()
+		q.f.nqp--
+		q.f.mu.Unlock()
 	}
 	// The device no longer processes this queue pair: READs it did not
 	// flush end here, so that their buffers are returned.

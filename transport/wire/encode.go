@@ -31,7 +31,7 @@ func (m *Hello) decode(d *decoder) {
 }
 
 func (m *Welcome) encode(e *msgpack.Encoder) error {
-	_ = e.EncodeArrayLen(4)
+	_ = e.EncodeArrayLen(5)
 	_ = e.EncodeUint32(m.Version)
 	_ = e.EncodeUint32(m.ID)
 	_ = e.EncodeArrayLen(len(m.Models))
@@ -50,7 +50,7 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 	for i := range m.Frontends {
 		_ = m.Frontends[i].encode(e)
 	}
-	return nil
+	return e.EncodeUint32(m.Features)
 }
 
 func (m *Welcome) decode(d *decoder) {
@@ -87,7 +87,11 @@ func (m *Welcome) decode(d *decoder) {
 		m.Frontends = append(m.Frontends, FrontendUp{})
 		m.Frontends[i].decode(d)
 	}
-	d.rest("welcome", n, 4)
+	if n < 5 {
+		return // an older listener: no features
+	}
+	m.Features = d.u32("features")
+	d.rest("welcome", n, 5)
 }
 
 func (m *Reject) encode(e *msgpack.Encoder) error {

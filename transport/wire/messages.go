@@ -193,7 +193,19 @@ type Welcome struct {
 	Models []ModelSpec
 	// Frontends are the live frontends, for a backend.
 	Frontends []FrontendUp
+	// Features are what the listener understands beyond this version's
+	// base protocol (FeatureRDMA). It is an optional trailing field: a
+	// listener that predates it sends none and reads as 0, and one that
+	// predates it skips it, so either side may be the older one.
+	Features uint32
 }
+
+// FeatureRDMA in a frontend's data-connection Welcome says that it
+// understands the RDMA bring-up messages (RDMAConnect, answered by
+// RDMAAccept or RDMARefuse). A backend sends RDMAConnect only to such a
+// frontend: an older one would take the unknown kind as a protocol error
+// and close the connection, again on every reconnect.
+const FeatureRDMA uint32 = 1 << 0
 
 // Reject refuses a dialer, just before the listener closes the connection.
 type Reject struct{ Reason string }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -21,7 +23,7 @@ func samples() []wire.Message {
 		&wire.Welcome{Version: wire.Version, ID: 3,
 			Models: []wire.ModelSpec{{ID: 1, Name: "resnet50", SLO: 50 * time.Millisecond,
 				Latency: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}}},
-			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}},
+			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}, Features: wire.FeatureRDMA},
 		&wire.Reject{Reason: "protocol version 2, want 1"},
 		&wire.Submit{Tasks: []wire.Task{{ID: 1, Model: 1, Deadline: -5, Input: in}, {ID: 1<<64 - 1, Model: 2, Deadline: 1 << 62, Input: in}}},
 		&wire.Ended{Ends: []wire.End{{ID: 9, Code: wire.EndDropDeadline, Detail: "late"}, {ID: 10, Code: wire.EndBadRequest}}},
@@ -140,6 +142,26 @@ func TestNewerPeerFields(t *testing.T) {
 	m, err := wire.Decode(wire.KindFrontendDown, body)
 	if err != nil || m.(*wire.FrontendDown).ID != 4 {
 		t.Fatalf("Decode = %+v, %v", m, err)
+	}
+}
+
+// A Welcome from a listener that predates Features (four fields) decodes
+// with no features, so a backend does not send such a frontend RDMA
+// messages it would take as a protocol error.
+func TestWelcomeFromOlderListener(t *testing.T) {
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	_ = e.EncodeArrayLen(4)
+	_ = e.EncodeUint32(wire.Version)
+	_ = e.EncodeUint32(3)
+	_ = e.EncodeArrayLen(0)
+	_ = e.EncodeArrayLen(0)
+	m, err := wire.Decode(wire.KindWelcome, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := m.(*wire.Welcome); w.ID != 3 || w.Features != 0 {
+		t.Fatalf("older Welcome decoded as %+v, want ID 3 and no features", w)
 	}
 }
 
