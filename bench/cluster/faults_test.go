@@ -216,3 +216,35 @@ func waitFor(t *testing.T, cond func() bool) {
 		<-tick.C
 	}
 }
+
+// Requests queued when their frontend leaves are left out of the batch
+// plans that come later: their inputs left with the frontend and no one
+// waits for their results, so a backend should not spend a pull on them.
+func TestDepartedFrontendRequestsAreNotPlanned(t *testing.T) {
+	cfg := testConfig(inproc.New(), "", 0, 2)
+	cfg.Backends = 0 // requests queue until a backend comes
+	c := startCluster(t, cfg)
+	f := c.Frontends[0]
+	const n = 5
+	var calls []*frontend.Call
+	for i := 0; i < n; i++ {
+		calls = append(calls, f.Go(context.Background(), "slow", []byte{byte(i)}))
+	}
+	waitFor(t, func() bool { return c.Scheduler.Snapshot().Tasks == n })
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range calls {
+		<-call.Done() // each ends once, with ErrClosed
+	}
+	waitFor(t, func() bool { return c.Scheduler.Snapshot().Frontends == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.StartBackend(ctx, "late-backend"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Scheduler.Snapshot().Orphaned == n })
+	if st := c.Scheduler.Snapshot(); st.Planned != 0 || st.Plans != 0 {
+		t.Fatalf("planned %d requests in %d plans of a departed frontend", st.Planned, st.Plans)
+	}
+}

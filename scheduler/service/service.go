@@ -133,7 +133,11 @@ type Service struct {
 
 // Stats count what the service did, for tests and logs.
 type Stats struct {
-	Tasks, Planned, Dropped, Failed, Plans   uint64
+	Tasks, Planned, Dropped, Failed, Plans uint64
+	// Orphaned counts requests whose frontend left while they were
+	// queued: they are left out of their batch plans, since no one waits
+	// for their results and their inputs left with the frontend.
+	Orphaned                                 uint64
 	Frontends, Backends, OnlineGPUs, Rejects int
 }
 
@@ -488,10 +492,13 @@ func (s *Service) backendGone(b *backendConn, err error) {
 }
 
 // Planned implements rt.Sink: it sends the plan to the GPU's backend.
+// Requests of frontends that have left are left out (Stats.Orphaned): the
+// backend would only fail to pull their inputs, and no one would hear.
 func (s *Service) Planned(p *scheduler.BatchPlan) {
 	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
 	reqs := make([]planned, 0, len(p.Requests))
-	dl := scheduler.Never
+	entries := make([]entry, 0, len(p.Requests))
+	deadlines := make([]scheduler.Time, 0, len(p.Requests))
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		e, ok := s.table.take(r.ID)
@@ -499,22 +506,39 @@ func (s *Service) Planned(p *scheduler.BatchPlan) {
 			s.log.Error().Uint64("key", uint64(r.ID)).Msg("planned request not in the table")
 			continue
 		}
-		dl = scheduler.MinTime(dl, r.Deadline)
+		entries = append(entries, e)
+		deadlines = append(deadlines, r.Deadline)
+	}
+	dl := scheduler.Never
+	orphans := 0
+	s.mu.Lock()
+	for i, e := range entries {
+		if s.frontends[e.frontend] == nil {
+			orphans++
+			continue
+		}
+		dl = scheduler.MinTime(dl, deadlines[i])
 		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input})
 		reqs = append(reqs, planned{frontend: e.frontend, id: e.id})
+	}
+	var st *gpuState
+	var b *backendConn
+	if len(plan.Tasks) > 0 {
+		plan.Deadline = s.toUnix(dl)
+		st = &s.gpus[p.GPU]
+		b = st.owner
+		if b != nil {
+			st.outstanding[plan.ID] = reqs
+			st.lastPlan = plan.ID
+		}
+	}
+	s.mu.Unlock()
+	if orphans > 0 {
+		s.count(func(st *Stats) { st.Orphaned += uint64(orphans) })
 	}
 	if len(plan.Tasks) == 0 {
 		return
 	}
-	plan.Deadline = s.toUnix(dl)
-	s.mu.Lock()
-	st := &s.gpus[p.GPU]
-	b := st.owner
-	if b != nil {
-		st.outstanding[plan.ID] = reqs
-		st.lastPlan = plan.ID
-	}
-	s.mu.Unlock()
 	if b != nil && b.conn.Send(plan) == nil {
 		s.count(func(st *Stats) { st.Planned += uint64(len(reqs)); st.Plans++ })
 		return
