@@ -85,6 +85,10 @@ type Agent struct {
 	dataPath rdma.Choice
 	pool     *ants.Pool
 	gpus     []*gpuWorker
+	// life ends when Close is called; every pull's context derives from
+	// it, so that Close stops pulls instead of leaving them to run until
+	// their plan's deadline.
+	life     context.Context
 	stop     context.CancelFunc
 	done     chan struct{}
 	ready    chan struct{}
@@ -175,7 +179,7 @@ func Start(cfg Config) (*Agent, error) {
 	a.dataPath = choice
 	log.Info().Stringer("data_path", choice).Msg("data path")
 	ctx, cancel := context.WithCancel(context.Background())
-	a.stop = cancel
+	a.life, a.stop = ctx, cancel
 	var wg sync.WaitGroup
 	for i := 0; i < cfg.GPUs; i++ {
 		w := &gpuWorker{index: i, jobs: make(chan *job, cfg.QueueDepth)}
@@ -218,7 +222,7 @@ func (a *Agent) WaitReady(ctx context.Context) error {
 
 // Close stops the agent at once, as a crash would: batches in flight are
 // abandoned and the scheduler fails their requests. It returns when every
-// goroutine has stopped.
+// goroutine has stopped: pulls in flight see their context end and return.
 func (a *Agent) Close() {
 	a.stop()
 	<-a.done
@@ -226,8 +230,15 @@ func (a *Agent) Close() {
 	if a.rdma != nil {
 		a.rdma.close()
 	}
-	a.pool.Release()
+	if err := a.pool.ReleaseTimeout(closeWait); err != nil {
+		a.log.Warn().Err(err).Dur("waited", closeWait).Msg("input pulls still running after close")
+	}
 }
+
+// closeWait bounds how long Close waits for pulls in flight, whose
+// contexts it has ended; one that ignores its context should not hang the
+// caller.
+const closeWait = 5 * time.Second
 
 func (a *Agent) dialScheduler(ctx context.Context) error {
 	closed := make(chan struct{})
@@ -325,7 +336,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	for i := range p.Tasks {
 		byFrontend[p.Tasks[i].Frontend] = append(byFrontend[p.Tasks[i].Frontend], i)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, p.Deadline))
+	ctx, cancel := context.WithDeadline(a.life, time.Unix(0, p.Deadline))
 	j.cancelPulls = cancel
 	task := func() {
 		reads := make([]PullRead, 0, len(byFrontend))
