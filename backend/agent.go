@@ -88,11 +88,11 @@ type Agent struct {
 	// life ends when Close is called; every pull's context derives from
 	// it, so that Close stops pulls instead of leaving them to run until
 	// their plan's deadline.
-	life     context.Context
-	stop     context.CancelFunc
-	done     chan struct{}
-	ready    chan struct{}
-	once     sync.Once
+	life  context.Context
+	stop  context.CancelFunc
+	done  chan struct{}
+	ready chan struct{}
+	once  sync.Once
 
 	mu      sync.Mutex
 	session *schedSession
