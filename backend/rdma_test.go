@@ -3,8 +3,10 @@ package backend
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -317,5 +319,68 @@ func TestRDMAPullerSkipsFrontendWithoutFeature(t *testing.T) {
 	}
 	if k := <-kinds; k != wire.KindRead {
 		t.Fatalf("the frontend got %v first, want the Read: no RDMA message to an old frontend", k)
+	}
+}
+
+// When the backend's device stops delivering completions, a batch whose
+// READ is in flight gives up on it at the end of its acceptance window and
+// asks over TCP, rather than waiting for its context; the session breaks,
+// so later reads go straight to TCP.
+func TestRDMAPullerFallsBackWhenTheDeviceFails(t *testing.T) {
+	mem := rdma.NewMemNetwork()
+	open := func(name string) (rdma.Fabric, error) { return mem.Open(name), nil }
+	c := newRDMACluster(t, inproc.New(), "", open, 1, 0)
+	stats := c.puller.reader.Stats()
+	in := bytes.Repeat([]byte{7}, 1000)
+	ref, err := c.stores[0].Put(1, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The READ's DMA waits until the end of the test.
+	started, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	mem.SetReadHook(func(n int, copyPart func(int, int)) {
+		once.Do(func() { close(started) })
+		<-gate
+		copyPart(0, n)
+	})
+	defer close(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type result struct {
+		got  [][]byte
+		errs []error
+	}
+	res := make(chan result, 1)
+	go func() {
+		got, errs := c.pull(ctx, []wire.InputRef{ref})
+		res <- result{got, errs}
+	}()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("no READ")
+	}
+	if !mem.FailDevice("backend", errors.New("injected: completion channel failed")) {
+		t.Fatal("no backend device")
+	}
+	if c.puller.session(1) != nil {
+		t.Fatal("RDMA session still up on a failed device")
+	}
+	r := <-res
+	if r.errs[0] != nil || !bytes.Equal(r.got[0], in) {
+		t.Fatalf("read during the failure: %d bytes, %v", len(r.got[0]), r.errs[0])
+	}
+	if stats.SlowReads.Load() != 1 || stats.Fallbacks.Load() != 1 || stats.Reads.Load() != 0 {
+		t.Fatalf("%d slow reads, %d fallbacks, %d reads; want the READ given up at its deadline",
+			stats.SlowReads.Load(), stats.Fallbacks.Load(), stats.Reads.Load())
+	}
+	ref2, err := c.stores[0].Put(2, []byte("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, errs := c.pull(ctx, []wire.InputRef{ref2})
+	if errs[0] != nil || string(got[0]) != "after" || stats.Fallbacks.Load() != 1 {
+		t.Fatalf("read after the failure: %q, %v, %d fallbacks", got[0], errs[0], stats.Fallbacks.Load())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DeviceConfig picks the RDMA device, port and GID a process uses.
@@ -78,3 +79,35 @@ func localReadDepth(maxInit, maxDest int) uint8 { return uint8(max(1, min(16, ma
 // smaller of the two advertised depths, so that it is the same number on
 // both sides and neither asks more of the other than it serves.
 func pairReadDepth(local, remote uint8) int { return max(1, int(min(local, remote))) }
+
+// The transport timeout and retry count of our queue pairs (ibv_qp_attr
+// timeout and retry_cnt), which decide how soon a READ to a frontend that
+// vanished, or whose queue pair was replaced, fails with "transport retry
+// counter exceeded" and breaks the session (so that it is redialed, and
+// reads go over TCP meanwhile).
+//
+// A READ answered later than the acceptance window (half the reuse delay:
+// 25 ms by default) is refused anyway, so retries beyond the window only
+// keep a dead queue pair looking alive. With timeout 12 a try waits about
+// 16.8 ms: a READ whose request or response was lost once is retried and
+// can still land within the window, and a dead peer is noticed after 4
+// tries, about 67 ms, where timeout 14 and retry_cnt 7 took about 0.5 s.
+// Lower timeouts risk spurious retries under incast (a batch's READs are
+// answered in well under a millisecond, but queueing in the fabric adds
+// to it). The cost of fewer retries is that a link losing the same
+// message's packets three times running breaks the session, which TCP
+// covers until the redial.
+const (
+	qpAckTimeout = 12 // 4.096 µs × 2^12 ≈ 16.8 ms per try
+	qpRetryCount = 3  // retries after the first try
+)
+
+// ackTimeout is how long a try waits for its response, for a queue pair
+// timeout exponent (at least that: devices may round it up).
+func ackTimeout(exp uint8) time.Duration { return 4096 * time.Nanosecond << exp }
+
+// deadPeerAfter is about how long a READ to a peer that no longer answers
+// takes to fail: every try times out.
+func deadPeerAfter(exp, retries uint8) time.Duration {
+	return time.Duration(retries+1) * ackTimeout(exp)
+}

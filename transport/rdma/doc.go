@@ -72,7 +72,19 @@
 // completed showing it preprocessed, so after the last preprocessing
 // write: the second READ cannot see a byte from before it, and the same
 // argument covers reuse. A pending, failed, released or foreign slot, a
-// READ over the window, and any READ error go to TCP.
+// READ over the window, and any READ error go to TCP. A READ not done by
+// the end of its window would be refused anyway, so a batch stops waiting
+// for it then and asks over TCP; its receive buffer stays out until the
+// READ completes or is flushed.
+//
+// A receive buffer returns to the pool only once the NIC can no longer
+// write it: after its READ's completion, or after its queue pair was
+// destroyed. If a queue pair cannot be destroyed, the buffers of its
+// unfinished READs are leaked (counted in PoolStats, logged) and the
+// arena stays mapped: a late DMA into a reused buffer could change a
+// later read's bytes after its header was checked. If the device stops
+// delivering completions (its completion channel or a queue fails), every
+// session on it breaks, and no queue pair is made on it any more.
 //
 // What this rests on: x86-style store ordering between the CPU's writes
 // and the NIC's DMA reads (a header read that sees a write also sees the

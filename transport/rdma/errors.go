@@ -168,3 +168,18 @@ func completionError(s WCStatus, vendor uint32) error {
 	}
 	return &CompletionError{Status: s, Vendor: vendor}
 }
+
+// DeviceError: the device stopped delivering completions for good (its
+// completion channel, or a completion queue, failed). Every queue pair on
+// it is broken, none is made any more, and reads go over TCP.
+type DeviceError struct {
+	Device string
+	Err    error
+}
+
+func (e *DeviceError) Error() string {
+	return fmt.Sprintf("rdma: device %s stopped delivering completions: %v", e.Device, e.Err)
+}
+
+// Unwrap returns the failure.
+func (e *DeviceError) Unwrap() error { return e.Err }

@@ -195,7 +195,7 @@ func (e *Exporter) Connect(c transport.Conn, m *wire.RDMAConnect) {
 		_ = old.Close()
 		e.leave()
 	}
-	qp, err := e.fab.NewQueuePair(1, nil)
+	qp, err := e.fab.NewQueuePair(1, nil, nil)
 	if err != nil {
 		refuse(err.Error())
 		return

@@ -19,8 +19,8 @@ type slowCloseFabric struct {
 	closed  chan error    // the device's Close, and what it returned
 }
 
-func (f *slowCloseFabric) NewQueuePair(depth int, onComplete func(Completion)) (QueuePair, error) {
-	qp, err := f.Fabric.NewQueuePair(depth, onComplete)
+func (f *slowCloseFabric) NewQueuePair(depth int, onComplete func(Completion), onFail func(error)) (QueuePair, error) {
+	qp, err := f.Fabric.NewQueuePair(depth, onComplete, onFail)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func TestExporterClosesDeviceAfterQueuePairTeardown(t *testing.T) {
 		t.Fatalf("device close: %v", err)
 	}
 	var ve *VerbsError
-	if _, err := fab.Fabric.NewQueuePair(1, nil); !errors.As(err, &ve) || ve.Errno != syscall.ENODEV {
+	if _, err := fab.Fabric.NewQueuePair(1, nil, nil); !errors.As(err, &ve) || ve.Errno != syscall.ENODEV {
 		t.Fatalf("device still open: %v", err)
 	}
 }

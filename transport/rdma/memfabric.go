@@ -16,11 +16,15 @@ import (
 // the checks a NIC makes (a connected peer, the rkey, the address range,
 // the local key) and their error completions. It exists so that the RDMA
 // data path above the device runs in tests without a NIC; it does not
-// emulate timing. Networks are independent: no state is global.
+// emulate timing. Two faults can be injected: a device that stops
+// delivering completions (FailDevice) and queue pairs that cannot be
+// destroyed (SetDestroyFault). Networks are independent: no state is
+// global.
 type MemNetwork struct {
-	mu      sync.Mutex
-	devices map[uint16]*memDevice // by LID
-	hook    ReadHook
+	mu           sync.Mutex
+	devices      map[uint16]*memDevice // by LID
+	hook         ReadHook
+	destroyFault error
 }
 
 // ReadHook lets a test choose how a READ of n bytes copies: it must call
@@ -39,12 +43,45 @@ func (n *MemNetwork) SetReadHook(h ReadHook) {
 	n.mu.Unlock()
 }
 
+// FailDevice makes the devices named name stop delivering completions for
+// good, as when the verbs fabric's completion channel or a completion
+// queue fails: READs in flight still run (their DMA goes on) but their
+// completions never come, every queue pair's onFail gets a *DeviceError
+// wrapping err, and new queue pairs and READs are refused with it. Closing
+// a queue pair then ends its READs as flushed, once their DMA is over (as
+// ibv_destroy_qp does). It reports whether it found such a device.
+func (n *MemNetwork) FailDevice(name string, err error) bool {
+	n.mu.Lock()
+	var ds []*memDevice
+	for _, d := range n.devices {
+		if d.name == name {
+			ds = append(ds, d)
+		}
+	}
+	n.mu.Unlock()
+	for _, d := range ds {
+		d.health.fail(&DeviceError{Device: d.name, Err: err})
+	}
+	return len(ds) > 0
+}
+
+// SetDestroyFault makes every later queue pair Close fail with err (nil:
+// succeed again), as when ibv_destroy_qp fails: the queue pair is not
+// destroyed, so Close does not wait for the READs in flight, whose DMA
+// goes on writing their buffers; it delivers them as Stranded at once.
+// Such a queue pair stays on its device, which then cannot be closed.
+func (n *MemNetwork) SetDestroyFault(err error) {
+	n.mu.Lock()
+	n.destroyFault = err
+	n.mu.Unlock()
+}
+
 // Open adds a device to the network.
 func (n *MemNetwork) Open(name string) Fabric {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	lid := uint16(len(n.devices) + 1)
-	d := &memDevice{net: n, name: name, lid: lid, mrs: map[uint32]*memMR{}, qps: map[uint32]*memQP{}}
+	d := &memDevice{net: n, name: name, lid: lid, mrs: map[uint32]*memMR{}, qps: map[uint32]*memQP{}, health: newHealth()}
 	n.devices[lid] = d
 	return d
 }
@@ -56,9 +93,10 @@ func (n *MemNetwork) device(lid uint16) *memDevice {
 }
 
 type memDevice struct {
-	net  *MemNetwork
-	name string
-	lid  uint16
+	net    *MemNetwork
+	name   string
+	lid    uint16
+	health *health
 
 	mu      sync.Mutex
 	mrs     map[uint32]*memMR // by key (lkey = rkey)
@@ -83,7 +121,7 @@ func (d *memDevice) Register(a *Arena, remoteRead bool) (MemoryRegion, error) {
 	return mr, nil
 }
 
-func (d *memDevice) NewQueuePair(depth int, onComplete func(Completion)) (QueuePair, error) {
+func (d *memDevice) NewQueuePair(depth int, onComplete func(Completion), onFail func(error)) (QueuePair, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -92,8 +130,13 @@ func (d *memDevice) NewQueuePair(depth int, onComplete func(Completion)) (QueueP
 	if depth <= 0 {
 		return nil, &VerbsError{Op: "ibv_create_qp", Errno: syscall.EINVAL}
 	}
+	unwatch, err := d.health.watch(onFail)
+	if err != nil {
+		return nil, err
+	}
 	d.nextQPN++
-	q := &memQP{dev: d, qpn: d.nextQPN, psn: rand.Uint32() & (1<<24 - 1), depth: depth, onComplete: onComplete}
+	q := &memQP{dev: d, qpn: d.nextQPN, psn: rand.Uint32() & (1<<24 - 1), depth: depth, onComplete: onComplete,
+		unwatch: unwatch, posted: map[uint64]struct{}{}}
 	d.qps[q.qpn] = q
 	return q, nil
 }
@@ -203,11 +246,13 @@ type memQP struct {
 	qpn, psn   uint32
 	depth      int
 	onComplete func(Completion)
+	unwatch    func() // ends onFail
 
 	mu          sync.Mutex
 	state       qpState
 	remote      wire.RDMAEndpoint
-	outstanding int
+	outstanding int                 // READs whose DMA has not ended
+	posted      map[uint64]struct{} // READs whose completion was not delivered
 	reads       sync.WaitGroup
 }
 
@@ -228,6 +273,9 @@ func (q *memQP) Connect(remote wire.RDMAEndpoint) error {
 }
 
 func (q *memQP) PostRead(wrID uint64, local Span, remoteAddr uint64, rkey uint32) error {
+	if err := q.dev.health.Err(); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	switch {
 	case q.state == qpInit || q.state == qpClosed:
@@ -238,6 +286,7 @@ func (q *memQP) PostRead(wrID uint64, local Span, remoteAddr uint64, rkey uint32
 		return &VerbsError{Op: "ibv_post_send", Errno: syscall.ENOMEM}
 	}
 	q.outstanding++
+	q.posted[wrID] = struct{}{}
 	q.reads.Add(1)
 	q.mu.Unlock()
 	go func() {
@@ -248,8 +297,15 @@ func (q *memQP) PostRead(wrID uint64, local Span, remoteAddr uint64, rkey uint32
 		if err != nil {
 			q.state = max(q.state, qpErr)
 		}
+		// Not delivered if Close stranded it, or if the device no longer
+		// delivers completions (Close flushes it then).
+		_, deliver := q.posted[wrID]
+		deliver = deliver && q.dev.health.Err() == nil
+		if deliver {
+			delete(q.posted, wrID)
+		}
 		q.mu.Unlock()
-		if q.onComplete != nil {
+		if deliver && q.onComplete != nil {
 			q.onComplete(Completion{WRID: wrID, Err: err})
 		}
 	}()
@@ -316,7 +372,30 @@ func (q *memQP) Close() error {
 	// Closed refuses new READs and flushes those not yet started.
 	q.state = qpClosed
 	q.mu.Unlock()
-	q.reads.Wait()
+	q.unwatch()
+	q.dev.net.mu.Lock()
+	fault := q.dev.net.destroyFault
+	q.dev.net.mu.Unlock()
+	if fault == nil {
+		q.reads.Wait() // the NIC is done with every buffer
+	}
+	// What is still posted had its completion withheld (a failed device),
+	// or, with fault, may still be running.
+	q.mu.Lock()
+	left := make([]uint64, 0, len(q.posted))
+	for wr := range q.posted {
+		left = append(left, wr)
+	}
+	clear(q.posted)
+	q.mu.Unlock()
+	if q.onComplete != nil {
+		for _, c := range teardownCompletions(left, fault) {
+			q.onComplete(c)
+		}
+	}
+	if fault != nil {
+		return fault
+	}
 	q.dev.mu.Lock()
 	delete(q.dev.qps, q.qpn)
 	q.dev.mu.Unlock()

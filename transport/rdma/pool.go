@@ -20,15 +20,19 @@ var ErrPoolExhausted = errors.New("rdma: receive pool exhausted")
 //
 // Lifetime of a Buffer: from Get until Put. While a READ into it is posted
 // it belongs to the NIC, and Put waits for that READ's completion (or for
-// its queue pair's teardown, after which the NIC no longer writes it).
+// its queue pair's teardown, after which the NIC no longer writes it). A
+// buffer whose READ may never end (its queue pair could not be destroyed)
+// is Leaked instead: out for good, and the arena can no longer be unmapped.
 type BufferPool struct {
 	arena *Arena
 	align int
 
 	mu     sync.Mutex
 	free   []extent    // sorted by offset, never adjacent
-	out    map[int]int // offset -> length of each buffer out
+	out    map[int]int // offset -> length of each buffer out, leaked ones too
+	leaked map[int]int // offset -> length of each buffer leaked
 	inUse  int
+	lost   int // bytes leaked
 	closed bool
 }
 
@@ -37,9 +41,12 @@ type extent struct{ off, n int }
 // Buffer is one receive buffer: Len bytes at Off in the pool's arena.
 type Buffer struct{ Off, Len int }
 
-// PoolStats are a pool's counters.
+// PoolStats are a pool's counters. InUse and Buffers count leaked buffers
+// too: they are never free again.
 type PoolStats struct {
 	Capacity, InUse, Buffers, LargestFree int
+	// Leaked buffers, of LeakedBytes, are kept out for good (see Leak).
+	Leaked, LeakedBytes int
 }
 
 // NewBufferPool makes the whole arena available in pieces aligned to
@@ -52,7 +59,7 @@ func NewBufferPool(a *Arena, align int) (*BufferPool, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("rdma: arena of %d bytes holds no %d-byte buffer", a.Len(), align)
 	}
-	return &BufferPool{arena: a, align: align, free: []extent{{0, n}}, out: map[int]int{}}, nil
+	return &BufferPool{arena: a, align: align, free: []extent{{0, n}}, out: map[int]int{}, leaked: map[int]int{}}, nil
 }
 
 // Get takes a buffer of at least n bytes.
@@ -90,6 +97,9 @@ func (p *BufferPool) Put(b Buffer) error {
 	if n, ok := p.out[b.Off]; !ok || n != b.Len {
 		return fmt.Errorf("rdma: put of buffer %+v that is not out", b)
 	}
+	if _, ok := p.leaked[b.Off]; ok {
+		return fmt.Errorf("rdma: put of buffer %+v, which was leaked", b)
+	}
 	delete(p.out, b.Off)
 	p.inUse -= b.Len
 	i := sort.Search(len(p.free), func(i int) bool { return p.free[i].off > b.Off })
@@ -110,6 +120,25 @@ func (p *BufferPool) Put(b Buffer) error {
 	return nil
 }
 
+// Leak keeps b, which is out, out of the pool for good: a READ into it was
+// given up while the NIC may still write it (its queue pair could not be
+// destroyed), so no later read may have it, and the arena stays mapped
+// (Close refuses). The memory is lost rather than risk a late DMA
+// changing a later read's bytes after its header was checked.
+func (p *BufferPool) Leak(b Buffer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, ok := p.out[b.Off]; !ok || n != b.Len {
+		return fmt.Errorf("rdma: leak of buffer %+v that is not out", b)
+	}
+	if _, ok := p.leaked[b.Off]; ok {
+		return fmt.Errorf("rdma: buffer %+v leaked twice", b)
+	}
+	p.leaked[b.Off] = b.Len
+	p.lost += b.Len
+	return nil
+}
+
 // Bytes is b's memory in the arena.
 func (p *BufferPool) Bytes(b Buffer) []byte {
 	return p.arena.Bytes()[b.Off : b.Off+b.Len : b.Off+b.Len]
@@ -126,17 +155,22 @@ func (p *BufferPool) Stats() PoolStats {
 	for _, e := range p.free {
 		largest = max(largest, e.n)
 	}
-	return PoolStats{Capacity: p.capacity(), InUse: p.inUse, Buffers: len(p.out), LargestFree: largest}
+	return PoolStats{Capacity: p.capacity(), InUse: p.inUse, Buffers: len(p.out), LargestFree: largest,
+		Leaked: len(p.leaked), LeakedBytes: p.lost}
 }
 
 func (p *BufferPool) capacity() int { return p.arena.Len() / p.align * p.align }
 
 // Close refuses further Gets, so that the arena may be unmapped. It fails,
 // and changes nothing, while buffers are out: their READs may still write
-// them.
+// them. With leaked buffers it always fails: the arena must stay mapped.
 func (p *BufferPool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.leaked) > 0 {
+		return fmt.Errorf("rdma: receive pool not closed: %d buffers (%d bytes) leaked to queue pairs that were not destroyed, "+
+			"which may still write them; the arena stays mapped", len(p.leaked), p.lost)
+	}
 	if len(p.out) > 0 {
 		return fmt.Errorf("rdma: receive pool not closed: %d buffers (%d bytes) out", len(p.out), p.inUse)
 	}

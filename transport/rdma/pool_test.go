@@ -3,6 +3,7 @@ package rdma
 import (
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -155,5 +156,50 @@ func TestArenaLifetime(t *testing.T) {
 	}
 	if _, err := MapArena(0); err == nil {
 		t.Fatal("empty arena mapped")
+	}
+}
+
+// A leaked buffer is never free again, is counted, cannot be Put, and
+// keeps the pool (so the arena) from closing.
+func TestBufferPoolLeak(t *testing.T) {
+	p := newTestPool(t, 4096, 64)
+	a, _ := p.Get(100)
+	b, _ := p.Get(64)
+	if err := p.Leak(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Leak(a); err == nil {
+		t.Fatal("leaked twice")
+	}
+	if err := p.Leak(Buffer{Off: 1024, Len: 64}); err == nil {
+		t.Fatal("leaked a buffer that is not out")
+	}
+	if err := p.Put(a); err == nil {
+		t.Fatal("put of a leaked buffer")
+	}
+	if err := p.Put(b); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Leaked != 1 || st.LeakedBytes != 128 || st.InUse != 128 || st.Buffers != 1 || st.LargestFree != 4096-128 {
+		t.Fatalf("stats %+v", st)
+	}
+	var got []Buffer
+	for range 10 {
+		c, err := p.Get(128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Off < a.Off+a.Len && a.Off < c.Off+c.Len {
+			t.Fatalf("%+v overlaps the leaked %+v", c, a)
+		}
+		got = append(got, c)
+	}
+	for _, c := range got {
+		if err := p.Put(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(); err == nil || !strings.Contains(err.Error(), "leaked") {
+		t.Fatalf("Close with a leaked buffer: %v", err)
 	}
 }

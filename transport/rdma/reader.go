@@ -27,7 +27,16 @@ type ReaderConfig struct {
 	// (time.Now, monotonic, by default; tests share a fake one with the
 	// store).
 	Now func() time.Time
-	Log zerolog.Logger
+	// Alarm, with Now, is the Reader's timer: it returns a channel that
+	// receives once Now reads at or later, and a function that releases
+	// it. Batch.Wait uses it to stop waiting for a READ at its acceptance
+	// deadline. nil: a runtime timer for the time Now says is left, which
+	// suits time.Now; a test with a fake Now gives one that goes off as it
+	// moves the clock. Wait checks Now itself when woken, so an alarm that
+	// goes off early costs only a wake-up, and one that goes off late only
+	// delays the fallback.
+	Alarm func(at time.Time) (<-chan time.Time, func())
+	Log   zerolog.Logger
 }
 
 // DefaultReaderConfig returns the defaults over fabric: 64 MiB of receive
@@ -44,13 +53,17 @@ func DefaultReaderConfig(f Fabric) ReaderConfig {
 // any buffer is out. A buffer is out from the READ that fills it until
 // its bytes have been copied into Go memory for the batch (or until its
 // READ's completion, for a READ whose batch stopped waiting): the NIC
-// may write it until then.
+// may write it until then. A buffer whose READ was stranded (its queue
+// pair could not be destroyed) is leaked: out for good, so that the arena
+// is never unmapped nor the buffer reused while the NIC may write it.
 type Reader struct {
 	cfg   ReaderConfig
 	arena *Arena
 	mr    MemoryRegion
 	pool  *BufferPool
 	stats ReaderStats
+
+	deviceFailed atomic.Bool // a session heard that the device failed: logged once
 }
 
 // ReaderStats count what the Reader did.
@@ -77,6 +90,13 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Alarm == nil {
+		now := cfg.Now
+		cfg.Alarm = func(at time.Time) (<-chan time.Time, func()) {
+			t := time.NewTimer(at.Sub(now()))
+			return t.C, func() { t.Stop() }
+		}
 	}
 	a, err := MapArena(cfg.ReceiveBytes)
 	if err != nil {
@@ -156,11 +176,12 @@ var (
 // Dial creates a queue pair for one frontend and returns the RDMAConnect
 // to send it on the data connection. onBroken is called once, on a
 // goroutine of its own, if the queue pair fails (a READ's error
-// completion): the Session then sends every read to TCP, and the caller
-// closes it and may Dial anew.
+// completion, or the device no longer delivering completions): the
+// Session then sends every read to TCP, and the caller closes it and may
+// Dial anew.
 func (r *Reader) Dial(onBroken func(*Session, error)) (*Session, *wire.RDMAConnect, error) {
 	s := &Session{r: r, onBroken: onBroken, regions: map[uint32]wire.RDMARegion{}, inflight: map[uint64]*readOp{}}
-	qp, err := r.cfg.Fabric.NewQueuePair(r.cfg.Depth, s.onComplete)
+	qp, err := r.cfg.Fabric.NewQueuePair(r.cfg.Depth, s.onComplete, s.onFail)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,14 +246,14 @@ func (s *Session) Close() {
 		return
 	}
 	s.state = sessionClosed
-	queued := s.queue
-	s.queue = nil
+	s.dropQueueLocked(errSessionClosed)
 	s.mu.Unlock()
-	for _, op := range queued {
-		s.finish(op, errSessionClosed)
+	// Flushes every READ in flight through onComplete (or strands it, if
+	// the queue pair cannot be destroyed: see onComplete).
+	if err := s.qp.Close(); err != nil {
+		s.r.cfg.Log.Error().Err(err).Str("device", s.r.Device()).Uint32("qpn", s.QPN()).
+			Msg("RDMA queue pair teardown failed")
 	}
-	// Flushes every READ in flight through onComplete.
-	_ = s.qp.Close()
 }
 
 // Outcome is one input's read: Data (Go memory, the caller's) if it came
@@ -262,11 +283,25 @@ type readOp struct {
 	t0    time.Time // when its current READ was posted
 
 	// Set under Session.mu; done closes once err is final.
+	queued    bool      // in Session.queue, not posted
+	queuedAt  time.Time // when it was queued
 	finished  bool
 	abandoned bool // Wait stopped waiting; the completion returns buf
 	hasBuf    bool
 	err       error
 	done      chan struct{}
+}
+
+// deadline is when Wait gives up on op, which has not finished: the end
+// of its READ's acceptance window, past which the READ would be refused
+// anyway; for a queued op, a window after it was queued (a send queue that
+// has not moved for that long holds READs past their own deadlines).
+// Under mu.
+func (s *Session) deadline(op *readOp) time.Time {
+	if op.queued {
+		return op.queuedAt.Add(s.window)
+	}
+	return op.t0.Add(s.window)
 }
 
 // Start posts a READ of every ref's slot (header and input) at once and
@@ -314,9 +349,11 @@ func (s *Session) prepare(op *readOp) error {
 // mu. A refused post breaks the session.
 func (s *Session) post(op *readOp) {
 	if len(s.inflight) >= s.r.cfg.Depth {
+		op.queued, op.queuedAt = true, s.r.cfg.Now()
 		s.queue = append(s.queue, op)
 		return
 	}
+	op.queued = false
 	s.nextWR++
 	wr := s.nextWR
 	s.inflight[wr] = op
@@ -340,6 +377,16 @@ func (s *Session) onComplete(c Completion) {
 		s.post(next)
 	}
 	if op == nil {
+		s.mu.Unlock()
+		return
+	}
+	if c.Stranded {
+		s.strandLocked(op, c.Err)
+	}
+	if c.Err == nil && op.abandoned {
+		// Nobody waits for it: no verdict (nor second READ), only its
+		// buffer back.
+		s.finishLocked(op, errAbandoned)
 		s.mu.Unlock()
 		return
 	}
@@ -368,11 +415,53 @@ func (s *Session) onComplete(c Completion) {
 	s.mu.Unlock()
 }
 
-// SlowReadError: a READ completed, but later than the acceptance window
-// allows, so its bytes may include a reused slot's and are not used.
-type SlowReadError struct{ Took, Window time.Duration }
+// onFail is the queue pair's failure callback: the device no longer
+// delivers completions, so the session breaks (its owner sends reads to
+// TCP and closes it, which ends the READs in flight).
+func (s *Session) onFail(err error) {
+	if !s.r.deviceFailed.Swap(true) {
+		s.r.cfg.Log.Error().Err(err).Str("device", s.r.Device()).
+			Msg("RDMA device stopped delivering completions; every session on it falls back to TCP")
+	}
+	s.mu.Lock()
+	s.breakLocked(err)
+	s.mu.Unlock()
+}
+
+// strandLocked keeps op's buffer out of the pool for good: its READ was
+// given up by a queue pair that could not be destroyed, so the NIC may
+// still write it. Under mu.
+func (s *Session) strandLocked(op *readOp, why error) {
+	if !op.hasBuf {
+		return
+	}
+	op.hasBuf = false
+	if err := s.r.pool.Leak(op.buf); err != nil {
+		s.r.cfg.Log.Error().Err(err).Msg("leaking a stranded receive buffer")
+		return
+	}
+	s.r.cfg.Log.Error().Err(why).Str("device", s.r.Device()).Int("offset", op.buf.Off).Int("bytes", op.buf.Len).
+		Msg("receive buffer leaked: the NIC may still write it")
+}
+
+// errAbandoned ends a READ that completed after Wait gave up on it; no one
+// sees it.
+var errAbandoned = errors.New("rdma: READ completed after its batch stopped waiting")
+
+// SlowReadError: a READ completed later than the acceptance window allows,
+// so its bytes may include a reused slot's and are not used; or, with
+// Pending, Wait gave up on it at the window's end, when it had not
+// completed (or, queued, not even been posted), since it would be refused
+// anyway.
+type SlowReadError struct {
+	Took, Window time.Duration
+	Pending      bool
+}
 
 func (e *SlowReadError) Error() string {
+	if e.Pending {
+		return fmt.Sprintf("rdma: READ not done after %v, past the %v acceptance window", e.Took, e.Window)
+	}
 	return fmt.Sprintf("rdma: READ took %v, over the %v acceptance window", e.Took, e.Window)
 }
 
@@ -404,13 +493,19 @@ func (s *Session) breakLocked(err error) {
 		return
 	}
 	s.state = sessionBroken
-	for _, op := range s.queue {
-		s.finishLocked(op, errNotUp)
-	}
-	s.queue = nil
+	s.dropQueueLocked(errNotUp)
 	if s.onBroken != nil {
 		go s.onBroken(s, err)
 	}
+}
+
+// dropQueueLocked ends every queued op with err; under mu.
+func (s *Session) dropQueueLocked(err error) {
+	for _, op := range s.queue {
+		op.queued = false
+		s.finishLocked(op, err)
+	}
+	s.queue = nil
 }
 
 func (s *Session) finish(op *readOp, err error) {
@@ -433,30 +528,83 @@ func (s *Session) finishLocked(op *readOp, err error) {
 	close(op.done)
 }
 
-// Wait waits for every READ of the batch, or for ctx. Each outcome holds
-// the input's bytes or why it goes to TCP; reads still in flight when ctx
-// ends get ctx's error, and their buffers return to the pool when their
-// READs complete.
+// Wait waits for every READ of the batch, each until its acceptance
+// deadline, or for ctx. Each outcome holds the input's bytes or why it
+// goes to TCP. A READ not done by its deadline (see deadline) would be
+// refused anyway: Wait gives up on it at once, with a *SlowReadError
+// (Pending), so that a stalled queue pair (a frontend that vanished,
+// which the NIC notices only after its retries) delays a batch by one
+// window at most. Reads still in flight when ctx ends get ctx's error.
+// The buffers of READs given up return to the pool when their READs
+// complete (or are flushed).
 func (b *Batch) Wait(ctx context.Context) []Outcome {
-	s := b.s
 	out := make([]Outcome, len(b.ops))
 	for i, op := range b.ops {
-		select {
-		case <-op.done:
-		case <-ctx.Done():
-		}
-		s.mu.Lock()
-		if !op.finished {
-			op.abandoned = true
-			s.mu.Unlock()
-			out[i].Fallback = ctx.Err()
-			s.r.stats.Fallbacks.Add(1)
-			continue
-		}
-		s.mu.Unlock()
-		out[i] = s.collect(op)
+		out[i] = b.s.await(ctx, op)
 	}
 	return out
+}
+
+// await waits for op until it finishes, its deadline passes or ctx ends.
+func (s *Session) await(ctx context.Context, op *readOp) Outcome {
+	for {
+		s.mu.Lock()
+		if op.finished {
+			s.mu.Unlock()
+			return s.collect(op)
+		}
+		at := s.deadline(op)
+		if now := s.r.cfg.Now(); !now.Before(at) {
+			since := op.t0
+			if op.queued {
+				since = op.queuedAt
+			}
+			err := &SlowReadError{Took: now.Sub(since), Window: s.window, Pending: true}
+			s.r.stats.SlowReads.Add(1)
+			s.abandonLocked(op, err)
+			s.mu.Unlock()
+			s.r.stats.Fallbacks.Add(1)
+			return Outcome{Fallback: err}
+		}
+		s.mu.Unlock()
+		alarm, stop := s.r.cfg.Alarm(at)
+		select {
+		case <-op.done:
+		case <-alarm:
+		case <-ctx.Done():
+		}
+		stop()
+		if ctx.Err() == nil {
+			continue
+		}
+		s.mu.Lock()
+		if op.finished {
+			s.mu.Unlock()
+			return s.collect(op)
+		}
+		s.abandonLocked(op, ctx.Err())
+		s.mu.Unlock()
+		s.r.stats.Fallbacks.Add(1)
+		return Outcome{Fallback: ctx.Err()}
+	}
+}
+
+// abandonLocked stops waiting for op, which has not finished; under mu. A
+// queued op leaves the queue, never posted, and its buffer returns now; a
+// posted op's buffer returns with its READ's completion or flush.
+func (s *Session) abandonLocked(op *readOp, err error) {
+	op.abandoned = true
+	if !op.queued {
+		return
+	}
+	for i, q := range s.queue {
+		if q == op {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			break
+		}
+	}
+	op.queued = false
+	s.finishLocked(op, err)
 }
 
 // collect turns a finished op into its outcome and returns its buffer.

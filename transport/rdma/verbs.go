@@ -135,12 +135,13 @@ static int sym_qp_rtr(struct ibv_qp *qp, uint8_t port, uint32_t dqpn, uint32_t r
 		IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 }
 
-static int sym_qp_rts(struct ibv_qp *qp, uint32_t psn, int rd_atomic) {
+// timeout and retry: qpAckTimeout and qpRetryCount (device.go says why).
+static int sym_qp_rts(struct ibv_qp *qp, uint32_t psn, int rd_atomic, uint8_t timeout, uint8_t retry) {
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;   // 4.096us * 2^14 = 67ms per try
-	a.retry_cnt = 7;
+	a.timeout = timeout;
+	a.retry_cnt = retry;
 	a.rnr_retry = 7;
 	a.sq_psn = psn;
 	a.max_rd_atomic = rd_atomic;
@@ -345,7 +346,12 @@ func Available(cfg DeviceConfig) (string, error) {
 
 // verbsFabric is a Fabric over libibverbs: one device context, one
 // protection domain, one completion channel watched by one goroutine, and
-// a completion queue per queue pair.
+// a completion queue per queue pair. If that goroutine cannot go on (the
+// channel fails, or a completion queue cannot be re-armed or polled), no
+// completion would ever come again and every READ posted would wait for
+// its batch's deadline: the device is marked failed (health), which breaks
+// every session on it (their owners go to TCP) and refuses new queue
+// pairs.
 type verbsFabric struct {
 	name    string
 	ctx     *C.struct_ibv_context
@@ -361,7 +367,8 @@ type verbsFabric struct {
 	pollDone chan struct{}
 	// wc is the poller's array of pollBatch completions: C memory, from
 	// Open until Close frees it after the poller has stopped.
-	wc *C.struct_ibv_wc
+	wc     *C.struct_ibv_wc
+	health *health
 
 	mu  sync.Mutex
 	cqs map[*C.struct_ibv_cq]*verbsQP
@@ -382,7 +389,8 @@ func Open(cfg DeviceConfig) (Fabric, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &verbsFabric{name: name, ctx: ctx, port: p, cqs: map[*C.struct_ibv_cq]*verbsQP{}, pollDone: make(chan struct{})}
+	f := &verbsFabric{name: name, ctx: ctx, port: p, cqs: map[*C.struct_ibv_cq]*verbsQP{}, pollDone: make(chan struct{}),
+		health: newHealth()}
 	fail := func(e error) (Fabric, error) {
 		if f.ch != nil {
 			C.ibv_destroy_comp_channel(f.ch)
@@ -408,7 +416,10 @@ func Open(cfg DeviceConfig) (Fabric, error) {
 		return fail(verbsError("ibv_create_comp_channel", int(errno)))
 	}
 	f.events = os.NewFile(uintptr(dupfd), "ibv-comp-channel")
-	f.wc = (*C.struct_ibv_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_ibv_wc{}))))
+	if f.wc = (*C.struct_ibv_wc)(C.calloc(pollBatch, C.size_t(unsafe.Sizeof(C.struct_ibv_wc{})))); f.wc == nil {
+		_ = f.events.Close()
+		return fail(fmt.Errorf("rdma: no memory for %d work completions", pollBatch))
+	}
 	go f.poll()
 	return f, nil
 }
@@ -417,38 +428,61 @@ func (f *verbsFabric) Device() string { return f.name }
 
 // poll delivers completions: it waits on the channel's fd in Go's poller
 // (no thread blocked in C), takes each completion event, re-arms the CQ
-// and drains it. It stops when Close closes the fd.
+// and drains it. It stops when Close closes the fd, or, failing the
+// device, when completions can no longer be had.
 func (f *verbsFabric) poll() {
 	defer close(f.pollDone)
 	rc, err := f.events.SyscallConn()
 	if err != nil {
+		f.fail(fmt.Errorf("watching the completion channel: %w", err))
 		return
 	}
 	var done []Completion
 	var owners []*verbsQP
-	failed := false // the channel itself failed: no more events will come
+	var failure error // set once completions stopped for good
 	for {
 		err := rc.Read(func(uintptr) bool {
 			for {
 				var errno C.int
 				cq := C.sym_get_cq_event(f.ch, &errno)
 				if cq == nil {
-					if errno != C.EAGAIN && errno != C.EWOULDBLOCK {
-						failed = true
+					switch what, err := cqEventErrno(syscall.Errno(errno)); what {
+					case cqEventRetry:
+						continue
+					case cqEventWait:
+						return false // wait for the fd
+					default:
+						failure = err
 						return true
 					}
-					return false // wait for the fd
 				}
-				done, owners = f.drain(cq, done[:0], owners[:0])
+				done, owners, failure = f.drain(cq, done[:0], owners[:0])
 				for i, c := range done {
 					owners[i].complete(c)
 				}
+				if failure != nil {
+					return true
+				}
 			}
 		})
-		if err != nil || failed || f.isClosed() {
+		if f.isClosed() {
+			return // Close closed the fd
+		}
+		if err != nil && failure == nil {
+			failure = fmt.Errorf("waiting on the completion channel: %w", err)
+		}
+		if failure != nil {
+			f.fail(failure)
 			return
 		}
 	}
+}
+
+// fail marks the device failed: every queue pair's owner hears of it (its
+// session breaks, and reads go to TCP), and no queue pair is made any
+// more. Outside f.mu.
+func (f *verbsFabric) fail(err error) {
+	f.health.fail(&DeviceError{Device: f.name, Err: err})
 }
 
 func (f *verbsFabric) isClosed() bool {
@@ -459,22 +493,24 @@ func (f *verbsFabric) isClosed() bool {
 
 // drain acknowledges one event of cq, re-arms it and polls it empty. A CQ
 // being destroyed is only acknowledged (ibv_destroy_cq waits for that).
-func (f *verbsFabric) drain(cq *C.struct_ibv_cq, done []Completion, owners []*verbsQP) ([]Completion, []*verbsQP) {
+// A CQ that cannot be re-armed (no event would come for it again) or
+// polled returns the error, after what could be polled.
+func (f *verbsFabric) drain(cq *C.struct_ibv_cq, done []Completion, owners []*verbsQP) ([]Completion, []*verbsQP, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	C.ibv_ack_cq_events(cq, 1)
 	q := f.cqs[cq]
 	if q == nil {
-		return done, owners
+		return done, owners, nil
 	}
+	var failure error
 	if r := C.sym_rearm(cq); r != 0 {
-		q.log(verbsError("ibv_req_notify_cq", int(r)))
+		failure = verbsError("ibv_req_notify_cq", int(r))
 	}
 	for {
 		n := int(C.sym_poll(cq, f.wc, pollBatch))
 		if n < 0 {
-			q.log(verbsError("ibv_poll_cq", n))
-			return done, owners
+			return done, owners, verbsError("ibv_poll_cq", n)
 		}
 		for i := 0; i < n; i++ {
 			wc := C.sym_wc_at(f.wc, C.int(i))
@@ -482,7 +518,7 @@ func (f *verbsFabric) drain(cq *C.struct_ibv_cq, done []Completion, owners []*ve
 			owners = append(owners, q)
 		}
 		if n < pollBatch {
-			return done, owners
+			return done, owners, failure
 		}
 	}
 }
@@ -540,9 +576,12 @@ func (m *verbsMR) Deregister() error {
 	return nil
 }
 
-func (f *verbsFabric) NewQueuePair(depth int, onComplete func(Completion)) (QueuePair, error) {
+func (f *verbsFabric) NewQueuePair(depth int, onComplete func(Completion), onFail func(error)) (QueuePair, error) {
 	if depth < 1 {
 		return nil, verbsError("ibv_create_qp", int(syscall.EINVAL))
+	}
+	if err := f.health.Err(); err != nil {
+		return nil, err
 	}
 	depth = min(depth, f.maxWR, f.maxCQE)
 	f.mu.Lock()
@@ -576,6 +615,16 @@ func (f *verbsFabric) NewQueuePair(depth int, onComplete func(Completion)) (Queu
 	q := &verbsQP{f: f, qp: qp, cq: cq, qpn: uint32(C.sym_qp_num(qp)), psn: rand.Uint32() & (1<<24 - 1),
 		onComplete: onComplete, posted: map[uint64]struct{}{}}
 	f.mu.Lock()
+	// Under f.mu with the registration, so that a failure of the device
+	// either reaches onFail or is seen here.
+	unwatch, err := f.health.watch(onFail)
+	if err != nil {
+		f.mu.Unlock()
+		C.ibv_destroy_qp(qp)
+		C.ibv_destroy_cq(cq)
+		return fail(err)
+	}
+	q.unwatch = unwatch
 	f.cqs[cq] = q
 	f.mu.Unlock()
 	return q, nil
@@ -616,18 +665,12 @@ type verbsQP struct {
 	cq         *C.struct_ibv_cq
 	qpn, psn   uint32 // qpn copied: qp is freed by Close
 	onComplete func(Completion)
+	unwatch    func() // ends onFail
 
 	mu      sync.Mutex
 	posted  map[uint64]struct{} // READs not yet completed
 	closing bool
 	drained chan struct{} // closed by complete once closing and nothing is posted
-	lastErr error
-}
-
-func (q *verbsQP) log(err error) {
-	q.mu.Lock()
-	q.lastErr = err
-	q.mu.Unlock()
 }
 
 func (q *verbsQP) Endpoint() wire.RDMAEndpoint {
@@ -659,7 +702,7 @@ func (q *verbsQP) Connect(remote wire.RDMAEndpoint) error {
 		C.uint64_t(hi), C.uint64_t(lo), useGRH, C.int(p.gidIndex), C.int(mtu), C.int(destAtomic)); r != 0 {
 		return verbsError("ibv_modify_qp", int(r))
 	}
-	if r := C.sym_qp_rts(q.qp, C.uint32_t(q.psn), C.int(rdAtomic)); r != 0 {
+	if r := C.sym_qp_rts(q.qp, C.uint32_t(q.psn), C.int(rdAtomic), C.uint8_t(qpAckTimeout), C.uint8_t(qpRetryCount)); r != 0 {
 		return verbsError("ibv_modify_qp", int(r))
 	}
 	return nil
@@ -670,6 +713,9 @@ func (q *verbsQP) PostRead(wrID uint64, local Span, remoteAddr uint64, rkey uint
 	defer q.mu.Unlock()
 	if q.closing {
 		return verbsError("ibv_post_send", int(syscall.EINVAL))
+	}
+	if err := q.f.health.Err(); err != nil {
+		return err // its completion would never be delivered
 	}
 	if r := C.sym_post_read(q.qp, C.uint64_t(wrID), C.uint64_t(local.Addr), C.uint32_t(local.Len), C.uint32_t(local.LKey),
 		C.uint64_t(remoteAddr), C.uint32_t(rkey)); r != 0 {
@@ -711,11 +757,13 @@ func (q *verbsQP) Close() error {
 		q.drained = drained
 	}
 	q.mu.Unlock()
+	q.unwatch()
 	err := verbsError("ibv_modify_qp", int(C.sym_qp_err(q.qp)))
 	if drained != nil && err == nil {
 		t := time.NewTimer(flushTimeout)
 		select {
 		case <-drained:
+		case <-q.f.health.Dead(): // no flush will be delivered: destroying ends the READs
 		case <-t.C:
 		}
 		t.Stop()
@@ -723,17 +771,22 @@ func (q *verbsQP) Close() error {
 	q.f.mu.Lock()
 	delete(q.f.cqs, q.cq) // the poller now only acknowledges its events
 	q.f.mu.Unlock()
-	destroyed := true
+	var destroyErr error
 	if r := C.ibv_destroy_qp(q.qp); r != 0 {
-		destroyed = false
+		destroyErr = verbsError("ibv_destroy_qp", int(r))
 		if err == nil {
-			err = verbsError("ibv_destroy_qp", int(r))
+			err = destroyErr
 		}
 	}
-	if r := C.ibv_destroy_cq(q.cq); r != 0 {
-		destroyed = false
-		if err == nil {
-			err = verbsError("ibv_destroy_cq", int(r))
+	destroyed := destroyErr == nil
+	// The queue pair still uses its CQ if it was not destroyed: the CQ
+	// stays too.
+	if destroyed {
+		if r := C.ibv_destroy_cq(q.cq); r != 0 {
+			destroyed = false
+			if err == nil {
+				err = verbsError("ibv_destroy_cq", int(r))
+			}
 		}
 	}
 	if destroyed {
@@ -742,8 +795,11 @@ func (q *verbsQP) Close() error {
 		q.f.nqp--
 		q.f.mu.Unlock()
 	}
-	// The device no longer processes this queue pair: READs it did not
-	// flush end here, so that their buffers are returned.
+	// READs that did not complete end here. If the queue pair was
+	// destroyed the device no longer processes it, and they are flushed,
+	// so that their buffers are returned; if not, the NIC may still write
+	// their buffers, and they are stranded, so that those are kept out of
+	// use for good.
 	q.mu.Lock()
 	left := make([]uint64, 0, len(q.posted))
 	for wr := range q.posted {
@@ -751,9 +807,9 @@ func (q *verbsQP) Close() error {
 	}
 	clear(q.posted)
 	q.mu.Unlock()
-	for _, wr := range left {
-		if q.onComplete != nil {
-			q.onComplete(Completion{WRID: wr, Err: &CompletionError{Status: WCWRFlushErr}})
+	if q.onComplete != nil {
+		for _, c := range teardownCompletions(left, destroyErr) {
+			q.onComplete(c)
 		}
 	}
 	return err
