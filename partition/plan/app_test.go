@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +82,41 @@ func TestPathsAndRates(t *testing.T) {
 	in, err = compile(m)
 	if err != nil || len(in.cands[0]) != 1 {
 		t.Fatalf("memory filter: %d candidates, %v", len(in.cands[0]), err)
+	}
+}
+
+// TestRandomValidForValidConfigs: every configuration Validate accepts
+// gives valid applications. Random used to panic on MaxPoints 8 (a batch
+// of 5·4^7 > MaxBatch) and on large DAGs whose scales compound the rate
+// past MaxRate.
+func TestRandomValidForValidConfigs(t *testing.T) {
+	rc := DefaultRandom()
+	rc.MinModules, rc.MaxModules = 200, MaxModules
+	rc.MinPoints, rc.MaxPoints = 8, 8
+	rc.MaxRate = 1e6
+	rc.MaxMachines = 1e12
+	if err := rc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 8; i++ {
+		app := rc.Random(7, i)
+		if err := app.Validate(); err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+	}
+}
+
+// TestInfeasibleSaysWhy: an SLO below the fastest executions of a path is
+// an ErrInfeasible that names the path's least latency.
+func TestInfeasibleSaysWhy(t *testing.T) {
+	app := dagApp(50*time.Millisecond, []string{"a", "b"}, [][2]string{{"a", "b"}})
+	for i := range app.Modules {
+		app.Modules[i].Profiles[0].Points[0].Latency = 40 * time.Millisecond
+	}
+	for _, o := range []Options{Default(), HeuristicsOnly(), Clipper.Options()} {
+		_, err := Solve(app, o)
+		if !errors.Is(err, ErrInfeasible) || !strings.Contains(err.Error(), "needs at least 80ms") {
+			t.Errorf("%v: %v", o.Split, err)
+		}
 	}
 }

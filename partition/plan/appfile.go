@@ -309,7 +309,28 @@ func (p *appParser) module(n *yaml.Node, path string, hw []Hardware) (Module, er
 		}
 		mod.Profiles = append(mod.Profiles, Profile{Hardware: h, Points: pts})
 	}
+	if mod.Memory > 0 && !fitsSomewhere(mod, hw) {
+		return mod, p.ErrAt(mm.Get("memory"), mm.At("memory"), "%s per instance fits no profiled concurrency on any hardware kind's memory", strictyaml.FormatSize(mod.Memory))
+	}
 	return mod, nil
+}
+
+// fitsSomewhere reports whether some point of mod fits its hardware's
+// memory (the rule candidates applies).
+func fitsSomewhere(mod Module, hw []Hardware) bool {
+	for _, pr := range mod.Profiles {
+		for _, h := range hw {
+			if h.Name != pr.Hardware {
+				continue
+			}
+			for _, pt := range pr.Points {
+				if h.Memory == 0 || mod.Memory <= h.Memory/int64(pt.Concurrency) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // points reads one hardware kind's profile: a list whose entries are
@@ -399,6 +420,10 @@ func (p *appParser) points(n *yaml.Node, path string, kind Kind) ([]Point, error
 			}
 			if *f.dst, err = p.NonNegDuration(v, em.At(f.key)); err != nil {
 				return nil, err
+			}
+			// Bounded here, alpha·max_batch + beta cannot overflow below.
+			if *f.dst > MaxLatency {
+				return nil, p.ErrAt(v, em.At(f.key), "%v is longer than %v", *f.dst, MaxLatency)
 			}
 		}
 		if em.Has("max_batch") && em.Has("batches") {
@@ -594,6 +619,30 @@ func (p *appParser) checkDAG(m *strictyaml.Map, app *App) error {
 		if len(parents[i]) == 0 && mod.Ingress <= 0 {
 			return &strictyaml.Error{Source: p.Source, Line: p.moduleLine[mod.Name], Field: "ingress",
 				Msg: fmt.Sprintf("module %s has no incoming edge, so it is a source, and needs a positive ingress (ingress: {%s: RATE} or rate on the module)", mod.Name, mod.Name)}
+		}
+	}
+	// Rates: ingress plus the parents' rates times the edges' scales.
+	scale := map[[2]int]float64{}
+	for _, e := range app.Edges {
+		scale[[2]int{idx[e.From], idx[e.To]}] = e.Scale
+	}
+	rate := make([]float64, n)
+	done := make([]bool, n)
+	var rateOf func(v int) float64
+	rateOf = func(v int) float64 {
+		if !done[v] {
+			r := app.Modules[v].Ingress
+			for _, u := range parents[v] {
+				r += rateOf(u) * scale[[2]int{u, v}]
+			}
+			rate[v], done[v] = r, true
+		}
+		return rate[v]
+	}
+	for i, mod := range app.Modules {
+		if r := rateOf(i); !(r <= MaxRate) {
+			return &strictyaml.Error{Source: p.Source, Line: p.moduleLine[mod.Name], Field: strictyaml.Index("modules", i),
+				Msg: fmt.Sprintf("module %s: its rate (ingress plus its parents' rates times the edges' scales) is %g, over %g", mod.Name, r, MaxRate)}
 		}
 	}
 	return nil

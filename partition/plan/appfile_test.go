@@ -144,6 +144,11 @@ func TestParseAppErrors(t *testing.T) {
 		{head + mod + "split: quantized:0s\n", "split: quantized step"},
 		{head + mod + "max_configs: -1\n", "max_configs: -1 is outside"},
 		{head + mod + "dummy: maybe\n", "dummy: want true or false"},
+		// alpha·max_batch overflowed a Duration: the planner's backstop
+		// reported it without a line.
+		{head + "modules: [{name: m, rate: 10, profiles: {g: [{alpha: 2000000h, beta: 1ms, max_batch: 2}]}}]\n", "app.yaml:3: modules[0].profiles.g[0].alpha: 2000000h0m0s is longer than 24h0m0s"},
+		{"slo: 1s\nhardware: [{name: g, price_per_hour: 1, memory: 1GiB}]\nmodules:\n  - {name: m, rate: 10, memory: 2GiB, profiles: {g: [{batch: 1, latency: 1ms}]}}\n", "app.yaml:4: modules[0].memory: 2GiB per instance fits no"},
+		{head + "modules:\n  - {name: a, rate: 1e9, profiles: {g: [{batch: 1, latency: 1ms}]}}\n  - {name: b, profiles: {g: [{batch: 1, latency: 1ms}]}}\nedges: [{from: a, to: b, scale: 2}]\n", "app.yaml:5: modules[1]: module b: its rate"},
 	} {
 		_, err := ParseApp([]byte(tc.in), "app.yaml")
 		if err == nil {

@@ -277,8 +277,9 @@ func (s *modSched) frontier(T, maxLat float64, nodes int) (frontier, error) {
 // BruteForce returns the cheapest plan of app in the planner's plan space
 // under o's dispatch model, configuration limit and dummy setting (the
 // split options do not apply: every split is tried). It returns an error
-// wrapping ErrTooLarge when a module needs more than nodes search nodes (0
-// means BruteForceNodes), and one wrapping ErrInfeasible when no plan fits.
+// wrapping ErrTooLarge when a module, or the combination of the modules'
+// frontiers, needs more than nodes search nodes (0 means
+// BruteForceNodes), and one wrapping ErrInfeasible when no plan fits.
 func BruteForce(app *App, o Options, nodes int) (*Plan, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -334,7 +335,10 @@ func bruteForce(in *instance, cs [][]cand, o Options, nodes int) (*Plan, error) 
 		}
 		fronts[m] = f
 	}
-	choice, _, ok := combine(in, fronts)
+	choice, _, ok, done := combine(in, fronts, nodes)
+	if !done {
+		return nil, fmt.Errorf("%w: more than %d search nodes combining the modules' plans", ErrTooLarge, nodes)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w (brute force: no combination of module plans fits)", ErrInfeasible)
 	}
@@ -352,8 +356,9 @@ func bruteForce(in *instance, cs [][]cand, o Options, nodes int) (*Plan, error) 
 // with every path's latencies within the SLO: depth-first in topological
 // order over each frontier from cheapest (slowest) to dearest, pruned by
 // the least cost of the modules left and the least latency the paths still
-// need.
-func combine(in *instance, fronts []frontier) ([]int, float64, bool) {
+// need. It visits at most nodes choices; done is false when it stopped
+// there (the search is exponential in the modules).
+func combine(in *instance, fronts []frontier, nodes int) (choice []int, cost float64, ok, done bool) {
 	n := len(in.names)
 	minLat := make([]float64, n)
 	minCost := make([]float64, n)
@@ -373,12 +378,16 @@ func combine(in *instance, fronts []frontier) ([]int, float64, bool) {
 		rest[i] = rest[i+1] + minCost[in.topo[i]]
 	}
 	finish := make([]float64, n)
-	choice := make([]int, n)
+	choice = make([]int, n)
 	best := math.Inf(1)
 	var bestChoice []int
 	below := func(x float64) bool { return math.IsInf(best, 1) || x < best-1e-12*math.Max(1, best) }
+	visited := 0
 	var dfs func(i int, acc float64)
 	dfs = func(i int, acc float64) {
+		if visited++; visited > nodes {
+			return
+		}
 		if i == n {
 			if below(acc) {
 				best = acc
@@ -405,5 +414,5 @@ func combine(in *instance, fronts []frontier) ([]int, float64, bool) {
 		}
 	}
 	dfs(0, 0)
-	return bestChoice, best, bestChoice != nil
+	return bestChoice, best, bestChoice != nil, visited <= nodes
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -173,5 +174,19 @@ func TestBruteForceTooLarge(t *testing.T) {
 	app.SLO = time.Millisecond
 	if _, err := BruteForce(app, Default(), 0); !errors.Is(err, ErrInfeasible) {
 		t.Fatalf("1 ms SLO: got %v, want ErrInfeasible", err)
+	}
+}
+
+// TestBruteForceCombineTooLarge: the combination of the modules' frontiers
+// is exponential in the modules and used to have no node budget, so that
+// the brute force (and `symphony plan --compare`) ran without end on a
+// 24-module application.
+func TestBruteForceCombineTooLarge(t *testing.T) {
+	rc := DefaultRandom()
+	rc.MinModules, rc.MaxModules = 24, 24
+	app := rc.Random(3, 1)
+	_, err := BruteForce(app, Default(), 100_000)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "combining") {
+		t.Fatalf("got %v, want ErrTooLarge from combining the frontiers", err)
 	}
 }

@@ -12,6 +12,10 @@ import (
 	"github.com/symphony-serving/symphony/partition/strictyaml"
 )
 
+// maxWorkloadGPUs is the workload file's limit on the machines of its
+// cluster, all GPU types together (bench/workload's maxGPUs).
+const maxWorkloadGPUs = 1 << 20
+
 // WriteWorkload writes p as a Symphony workload file
 // (docs/workload-format.md, "Workload file") that serves app's GPU modules
 // as models: each model's SLO is its module's budget, its rate the
@@ -74,6 +78,15 @@ func WriteWorkload(w io.Writer, app *App, p *Plan) error {
 	}
 	if len(models) == 0 {
 		return errors.New("plan: the application has no GPU module to serve as a Symphony model")
+	}
+	machines := 0.0
+	for _, c := range count {
+		if c > 0 {
+			machines += math.Max(1, math.Ceil(c-1e-9))
+		}
+	}
+	if machines > maxWorkloadGPUs {
+		return fmt.Errorf("plan: the plan uses %.0f GPU machines, more than the %d a workload file's cluster may have", machines, maxWorkloadGPUs)
 	}
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# Symphony workload exported by `symphony plan` (planner %s): each model's\n", p.Planner)

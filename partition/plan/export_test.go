@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/partition/plan"
@@ -84,5 +85,29 @@ func TestWriteWorkloadRefusesInvalid(t *testing.T) {
 	var buf bytes.Buffer
 	if err := plan.WriteWorkload(&buf, af.App, p); err == nil || buf.Len() != 0 {
 		t.Fatalf("exported an invalid plan: %v\n%s", err, buf.String())
+	}
+}
+
+// TestWriteWorkloadTooManyMachines: a plan with more machines than a
+// workload file's cluster may hold used to be written anyway, as a file
+// that the workload parser refuses.
+func TestWriteWorkloadTooManyMachines(t *testing.T) {
+	app := &plan.App{SLO: 10 * time.Second, Hardware: []plan.Hardware{{Name: "g", PricePerHour: 1}},
+		Modules: []plan.Module{{Name: "a", Ingress: 3e7, Profiles: []plan.Profile{{Hardware: "g",
+			Points: []plan.Point{{Batch: 1, Concurrency: 1, Latency: 100 * time.Millisecond}, {Batch: 8, Concurrency: 1, Latency: 300 * time.Millisecond}}}}}}}
+	p, err := plan.Solve(app, plan.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	err = plan.WriteWorkload(&buf, app, p)
+	if err == nil {
+		if _, perr := workload.Parse(buf.Bytes(), "exported.yaml"); perr != nil {
+			t.Fatalf("exported a workload that does not parse: %v", perr)
+		}
+		t.Fatal("exported 1125000 machines")
+	}
+	if !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("error %v", err)
 	}
 }

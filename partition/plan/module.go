@@ -211,8 +211,10 @@ func (s *modSched) greedy(T, L float64) []tier {
 // two agree (100/(2.0 − 1.0) − 85 = 15 = 100 − 85); in general the Piccolo
 // form would leave a partial machine whose padding, and so the cost, varies
 // continuously with the budget. Plans here keep to the discrete form:
-// dummies only ever fill the last machine of the last configuration, so a
-// module's dummy rate is below that configuration's throughput.
+// dummies only ever fill the last machine of one configuration, so a
+// module's dummy rate is below that configuration's throughput. That
+// configuration need not be dispatched last (normalize puts it in ratio
+// order); the plan books the dummies on the last configurations.
 func (s *modSched) dummies(T, L float64, base *mplan) *mplan {
 	var best *mplan
 	// The prefixes: every whole-tier prefix of the base plan, and the

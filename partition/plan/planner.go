@@ -115,7 +115,9 @@ type ModulePlan struct {
 	Name string
 	Kind Kind
 	// Rate is the module's real request rate; DummyRate the dummy requests
-	// added to it (all on the last configuration).
+	// added to it. Dummies raise the rate every earlier configuration
+	// collects its batches at, wherever they go; they are booked on the
+	// configurations dispatched last, each holding at most its own rate.
 	Rate      float64
 	DummyRate float64
 	// Budget is the module's latency budget: every configuration meets it,
@@ -198,7 +200,18 @@ func solve(in *instance, o Options, name string) (*Plan, error) {
 		best, notes = solveWith(in, in.cands, o)
 	}
 	if best == nil {
-		return nil, fmt.Errorf("%w (%s, %v dispatch, split %v)", ErrInfeasible, name, o.Dispatch, o.Split)
+		// Say so when no planner could: the fastest executions alone
+		// overrun the SLO on some path.
+		why := ""
+		lo := maxLatencies(in, in.cands)
+		for m := range lo {
+			// Every worst case exceeds its execution time.
+			if least := in.slo - lo[m] + minExec(in.cands[m]); least >= in.slo {
+				why = fmt.Sprintf("; a path through %s needs at least %v (its modules' fastest executions alone), over the SLO %v", in.names[m], seconds(least), in.app.SLO)
+				break
+			}
+		}
+		return nil, fmt.Errorf("%w (%s, %v dispatch, split %v)%s", ErrInfeasible, name, o.Dispatch, o.Split, why)
 	}
 	p := best.plan(in, o, name)
 	p.Notes = append(p.Notes, notes...)
@@ -308,6 +321,15 @@ func maxLatencies(in *instance, cs [][]cand) []float64 {
 	return out
 }
 
+// minExec is the least execution time of cs, seconds.
+func minExec(cs []cand) float64 {
+	d := math.Inf(1)
+	for i := range cs {
+		d = math.Min(d, cs[i].d)
+	}
+	return d
+}
+
 // get is module m's plan within budget L (seconds), nil when it has none.
 func (pc *planCache) get(m int, L float64) *mplan {
 	k := cacheKey{m, L}
@@ -357,6 +379,9 @@ func solveWith(in *instance, cs [][]cand, o Options) (*solution, []string) {
 				if exchange {
 					addStates(sp, sp.exchange(cd), fmt.Sprintf("%s, cost-direct R=%d, exchange", label, r))
 				}
+			}
+			if sp.exchangeCut {
+				notes = append(notes, fmt.Sprintf("the %s exchange search stopped at its work limit (%d module visits); the best so far is used", label, maxExchangeWork))
 			}
 		}
 		for _, merge := range merges {
@@ -540,10 +565,19 @@ func modulePlan(in *instance, cs []cand, disp Dispatch, m int, mp *mplan, budget
 			Throughput: c.tput, Machines: t.machines(cs), Rate: t.rate(cs), Remaining: w[i],
 			WorstCase: seconds(math.Max(full[i], part[i])), CostPerHour: c.price * t.machines(cs),
 		}
-		if i == len(mp.tiers)-1 {
-			cp.DummyRate = out.DummyRate
-		}
 		out.Configs = append(out.Configs, cp)
+	}
+	// A plan of the branch-and-bound may top up a configuration that is
+	// not the last (more dummies than the last one's rate): book them
+	// from the last configuration backwards.
+	left := out.DummyRate
+	for i := len(out.Configs) - 1; i >= 0 && left > 0; i-- {
+		d := math.Min(left, out.Configs[i].Rate)
+		if i == 0 {
+			d = left
+		}
+		out.Configs[i].DummyRate = d
+		left -= d
 	}
 	return out
 }

@@ -131,13 +131,26 @@ func (c RandomConfig) Random(seed uint64, i int) *App {
 					pr.Points = append(pr.Points, Point{Batch: b, Concurrency: 2, Latency: roundMS(d.Seconds() * uniform(1.5, 1.9))})
 				}
 				b *= ratio
+				if b > MaxBatch {
+					break // 5·4^7: MaxPoints 8 would pass the limit
+				}
 			}
 			mod.Profiles = append(mod.Profiles, pr)
 		}
 		app.Modules = append(app.Modules, mod)
 	}
 	scales := []float64{0.5, 1, 1, 2, 3}
+	// rel is each module's rate per unit of ingress. Scales compound along
+	// paths (and paths multiply with two parents), so on large DAGs a
+	// module whose rel would pass 1e6 gets scale 0.5 on its edges instead.
+	rel := make([]float64, n)
+	rel[0] = 1
+	idx := map[string]int{}
+	for m, mod := range app.Modules {
+		idx[mod.Name] = m
+	}
 	for m := 1; m < n; m++ {
+		first := len(app.Edges)
 		p := rng.IntN(m)
 		app.Edges = append(app.Edges, Edge{From: app.Modules[p].Name, To: app.Modules[m].Name, Scale: scales[rng.IntN(len(scales))]})
 		if m >= 2 && rng.Float64() < 0.3 {
@@ -146,8 +159,25 @@ func (c RandomConfig) Random(seed uint64, i int) *App {
 				app.Edges = append(app.Edges, Edge{From: app.Modules[q].Name, To: app.Modules[m].Name, Scale: scales[rng.IntN(len(scales))]})
 			}
 		}
+		for _, e := range app.Edges[first:] {
+			rel[m] += rel[idx[e.From]] * e.Scale
+		}
+		if rel[m] > 1e6 {
+			rel[m] = 0
+			for i := first; i < len(app.Edges); i++ {
+				app.Edges[i].Scale = 0.5
+				rel[m] += rel[idx[app.Edges[i].From]] * 0.5
+			}
+		}
 	}
 	app.Modules[0].Ingress = math.Round(uniform(c.MinRate, c.MaxRate))
+	maxRel := 0.0
+	for _, r := range rel {
+		maxRel = math.Max(maxRel, r)
+	}
+	if app.Modules[0].Ingress*maxRel > MaxRate {
+		app.Modules[0].Ingress = math.Floor(MaxRate / maxRel)
+	}
 	// Keep every module within MaxMachines of its fastest configuration:
 	// scale the ingress down if some module's rate would exceed it.
 	in, err := compile(&App{SLO: time.Hour, Hardware: app.Hardware, Modules: app.Modules, Edges: app.Edges})
@@ -181,7 +211,7 @@ func (c RandomConfig) Random(seed uint64, i int) *App {
 	for _, l := range fastest {
 		worst = math.Max(worst, l)
 	}
-	app.SLO = roundMS(worst * uniform(c.MinSlack, c.MaxSlack))
+	app.SLO = min(roundMS(worst*uniform(c.MinSlack, c.MaxSlack)), MaxLatency)
 	return app
 }
 

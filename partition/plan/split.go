@@ -95,7 +95,17 @@ type splitter struct {
 	cheapest [][]int
 	units    [][]int // modules split together: singletons, or merged siblings
 	fwd      []float64
+	// exchangeCut records that an exchange search stopped at
+	// maxExchangeWork.
+	exchangeCut bool
 }
+
+// maxExchangeWork bounds the work of one exchange search, counted in
+// modules visited by path evaluations (n per evaluation): a 2-move pass
+// weighs every pair of modules and options, n²·K² evaluations of O(n)
+// each, which at the module limit would run for hours. Small applications
+// never reach it.
+const maxExchangeWork = 1 << 24
 
 // configSplitter is the papers' splitter: a module's options are its
 // configurations, latency disp.single (d + b/T for batch-aware dispatch),
@@ -421,11 +431,17 @@ func (sp *splitter) costDirect(moves []move, r int) []int {
 // one to a cheaper (slower) option and the other to any option, when
 // together they save cost and fit. This finds the trades Algorithm 2's
 // one-module-at-a-time steps cannot: giving latency from one module to
-// another that uses it better. It stops at a local optimum, or after
-// 64·n improvements.
+// another that uses it better. It stops at a local optimum, after 64·n
+// improvements, or after maxExchangeWork path evaluations (keeping the
+// improvements made, each of which fits).
 func (sp *splitter) exchange(st []int) []int {
 	st = append([]int(nil), st...)
 	n := len(st)
+	work := 0
+	fits := func() bool {
+		work += n
+		return sp.e2e(st) <= sp.in.slo+eps
+	}
 	total := func() float64 {
 		c := 0.0
 		for m, i := range st {
@@ -433,10 +449,10 @@ func (sp *splitter) exchange(st []int) []int {
 		}
 		return c
 	}
-	for iter := 0; iter < 64*n; iter++ {
+	for iter := 0; iter < 64*n && work <= maxExchangeWork; iter++ {
 		base := total()
 		bestSave, bestA, bestPA, bestB, bestPB := 1e-9*math.Max(1, base), -1, 0, -1, 0
-		for a := 0; a < n; a++ {
+		for a := 0; a < n && work <= maxExchangeWork; a++ {
 			curA := st[a]
 			for pa := range sp.lat[a] {
 				if sp.cost[a][pa] >= sp.cost[a][curA] {
@@ -444,7 +460,7 @@ func (sp *splitter) exchange(st []int) []int {
 				}
 				st[a] = pa
 				saveA := sp.cost[a][curA] - sp.cost[a][pa]
-				if saveA > bestSave && sp.e2e(st) <= sp.in.slo+eps {
+				if saveA > bestSave && fits() {
 					bestSave, bestA, bestPA, bestB = saveA, a, pa, -1
 				}
 				for b := 0; b < n; b++ {
@@ -458,7 +474,7 @@ func (sp *splitter) exchange(st []int) []int {
 							continue // only a faster b can make room for a
 						}
 						st[b] = pb
-						if sp.e2e(st) <= sp.in.slo+eps {
+						if fits() {
 							bestSave, bestA, bestPA, bestB, bestPB = save, a, pa, b, pb
 						}
 						st[b] = curB
@@ -474,6 +490,9 @@ func (sp *splitter) exchange(st []int) []int {
 		if bestB >= 0 {
 			st[bestB] = bestPB
 		}
+	}
+	if work > maxExchangeWork {
+		sp.exchangeCut = true
 	}
 	return st
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -199,4 +200,43 @@ func TestEvenAndQuantizedSplits(t *testing.T) {
 			t.Errorf("ParseSplit(%q) accepted", s)
 		}
 	}
+}
+
+// TestExchangeBounded: a 2-move pass weighs n²·K² moves at O(n) each; at
+// 256 modules it ran for hours (Solve on a 256-module application never
+// returned). The search stops at maxExchangeWork with the state it has.
+func TestExchangeBounded(t *testing.T) {
+	const n, k = 256, 16
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%d", i)
+	}
+	in, err := compile(dagApp(time.Second, names, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every module at its middle option, the SLO exactly its latency:
+	// no move fits, and the search weighs every pair before it knows.
+	fronts := make([]frontier, n)
+	for m := range fronts {
+		for i := 0; i < k; i++ {
+			fronts[m] = append(fronts[m], frontPoint{lat: 1 + float64(i-k/2)*0.01, cost: float64(k - i)})
+		}
+	}
+	sp := pointSplitter(in, fronts, false)
+	st := make([]int, n)
+	for m := range st {
+		st[m] = k / 2
+	}
+	start := time.Now()
+	got := sp.exchange(st)
+	if !sp.exchangeCut {
+		t.Error("the search did not stop at its work limit")
+	}
+	for m := range got {
+		if got[m] != st[m] {
+			t.Fatalf("module %d moved to %d: no move fits", m, got[m])
+		}
+	}
+	t.Logf("exchange over %d modules: %v", n, time.Since(start))
 }

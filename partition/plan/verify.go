@@ -17,10 +17,13 @@ import (
 //   - every source-to-sink path's budgets, and so its worst cases, sum to at
 //     most the SLO;
 //   - a module's configurations are assigned exactly its rate plus its
-//     dummies, and no configuration more than its machines sustain;
+//     dummies, and no configuration more than its machines sustain (nor
+//     more dummies than its rate);
 //   - only the last configuration of a module has a fractional machine
 //     count;
-//   - the stated cost is the sum of price × machines.
+//   - every configuration fits its hardware's memory;
+//   - the stated worst cases are the recomputed ones, and the stated cost
+//     is the sum of price × machines.
 //
 // Tolerances are a nanosecond per module for latencies and a relative 1e-6
 // for rates and costs.
@@ -28,6 +31,14 @@ func Verify(app *App, p *Plan) error {
 	in, err := compile(app)
 	if err != nil {
 		return err
+	}
+	if p == nil {
+		return fmt.Errorf("no plan")
+	}
+	switch p.Options.Dispatch {
+	case BatchAware, MachineThroughput, RoundRobin:
+	default:
+		return fmt.Errorf("plan has unknown dispatch %d", int(p.Options.Dispatch))
 	}
 	if len(p.Modules) != len(in.names) {
 		return fmt.Errorf("plan has %d modules, the application %d", len(p.Modules), len(in.names))
@@ -55,7 +66,7 @@ func Verify(app *App, p *Plan) error {
 			return fmt.Errorf("%s: no configurations", where)
 		}
 		budget := mp.Budget.Seconds()
-		var rateSum, dummySum, cost float64
+		var rateSum, dummySum, cost, modWorst float64
 		w := 0.0
 		for _, c := range mp.Configs {
 			w += c.Rate
@@ -69,6 +80,9 @@ func Verify(app *App, p *Plan) error {
 			if !profiled(mod, c) {
 				return fmt.Errorf("%s: latency %v is not a profiled point of the module", cw, c.Latency)
 			}
+			if h.Memory > 0 && mod.Memory > 0 && mod.Memory > h.Memory/int64(c.Concurrency) {
+				return fmt.Errorf("%s: %d instances of %d bytes do not fit the hardware's %d bytes", cw, c.Concurrency, mod.Memory, h.Memory)
+			}
 			tput := float64(c.Batch) * float64(c.Concurrency) / c.Latency.Seconds()
 			if c.Machines < 0 || !finite(c.Machines) || c.Rate < 0 || !finite(c.Rate) {
 				return fmt.Errorf("%s: %g machines at %g req/s", cw, c.Machines, c.Rate)
@@ -78,15 +92,22 @@ func Verify(app *App, p *Plan) error {
 			if !last && math.Abs(c.Machines-math.Round(c.Machines)) > 1e-9 {
 				return fmt.Errorf("%s: %g machines; only the last configuration may be fractional", cw, c.Machines)
 			}
-			if !last && c.DummyRate != 0 {
-				return fmt.Errorf("%s: dummies on a configuration other than the last", cw)
+			if c.DummyRate < 0 || !finite(c.DummyRate) || c.DummyRate > c.Rate+relTol(c.Rate) {
+				return fmt.Errorf("%s: %g dummy req/s of %g req/s", cw, c.DummyRate, c.Rate)
 			}
 			part := c.Rate - full*tput
 			if part < -relTol(c.Rate) || part > tput+relTol(tput) {
 				return fmt.Errorf("%s: rate %g does not fit %g machines of %g req/s", cw, c.Rate, c.Machines, tput)
 			}
-			if part < relTol(c.Rate) {
+			// The machine count says whether there is a partial machine;
+			// without one, what the rate has beyond the full machines is
+			// rounding. (Deciding by the rate would take a small partial
+			// machine of a module with a large rate for rounding, and
+			// skip its latency.)
+			if c.Machines-full <= 1e-9 {
 				part = 0
+			} else if part <= 0 {
+				return fmt.Errorf("%s: %g machines for %g req/s at %g req/s each", cw, c.Machines, c.Rate, tput)
 			}
 			if math.Abs(c.Machines-(full+part/tput)) > 1e-6 {
 				return fmt.Errorf("%s: %g machines for %g req/s at %g req/s each", cw, c.Machines, c.Rate, tput)
@@ -116,6 +137,7 @@ func Verify(app *App, p *Plan) error {
 			if worst > budget+latTol {
 				return fmt.Errorf("%s: worst-case latency %v exceeds the budget %v", cw, seconds(worst), mp.Budget)
 			}
+			modWorst = math.Max(modWorst, worst)
 			rateSum += c.Rate
 			dummySum += c.DummyRate
 			cost += h.PricePerHour * c.Machines
@@ -129,6 +151,9 @@ func Verify(app *App, p *Plan) error {
 		}
 		if math.Abs(cost-mp.CostPerHour) > relTol(cost) {
 			return fmt.Errorf("%s: cost %g per hour, its configurations cost %g", where, mp.CostPerHour, cost)
+		}
+		if math.Abs(mp.WorstCase.Seconds()-modWorst) > latTol {
+			return fmt.Errorf("%s: states a worst case of %v, its configurations have %v", where, mp.WorstCase, seconds(modWorst))
 		}
 		total += cost
 	}
