@@ -91,7 +91,7 @@ func WriteWorkload(w io.Writer, app *App, p *Plan) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# Symphony workload exported by `symphony plan` (planner %s): each model's\n", p.Planner)
 	fmt.Fprintf(bw, "# SLO is its module's latency budget within the end-to-end SLO of %v;\n", p.SLO)
-	fmt.Fprintf(bw, "# profiles are linear fits to the module's points on its first configuration's hardware.\n")
+	fmt.Fprintf(bw, "# profiles are linear upper bounds of the module's points on its first configuration's hardware.\n")
 	if len(cpu) > 0 {
 		fmt.Fprintf(bw, "# CPU modules left out: %v\n", cpu)
 	}
@@ -121,7 +121,10 @@ func WriteWorkload(w io.Writer, app *App, p *Plan) error {
 }
 
 // fitLinear fits latency = α·batch + β to points by least squares, with α
-// and β at least 0 (and not both 0), and returns the largest batch.
+// and β at least 0 (and not both 0), then raises β until the line is at or
+// above every point, and returns the largest batch. The exported profile
+// is thus an upper bound: a Symphony scheduler planning with it never
+// expects a batch to finish sooner than the module's measurements say.
 func fitLinear(pts []Point) (alpha, beta time.Duration, maxBatch int) {
 	var n, sx, sy, sxx, sxy float64
 	for _, p := range pts {
@@ -141,7 +144,12 @@ func fitLinear(pts []Point) (alpha, beta time.Duration, maxBatch int) {
 	case b < 0: // through the origin
 		a, b = sxy/sxx, 0
 	}
-	alpha, beta = time.Duration(math.Round(a)), time.Duration(math.Round(b))
+	for _, p := range pts {
+		if short := float64(p.Latency) - (a*float64(p.Batch) + b); short > 0 {
+			b += short
+		}
+	}
+	alpha, beta = time.Duration(math.Ceil(a)), time.Duration(math.Ceil(b))
 	if alpha == 0 && beta == 0 {
 		beta = time.Nanosecond
 	}
