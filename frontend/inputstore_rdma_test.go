@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport/rdma"
+	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -194,21 +195,6 @@ func TestStoreCloseReleasesRegions(t *testing.T) {
 	}
 }
 
-// fakeConn is a data connection's frontend end for the exporter.
-type fakeConn struct {
-	mu   sync.Mutex
-	sent []wire.Message
-}
-
-func (c *fakeConn) Send(m wire.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent = append(c.sent, m)
-	return nil
-}
-func (c *fakeConn) Close(error)        {}
-func (c *fakeConn) RemoteAddr() string { return "backend" }
-
 // The store's half of the reuse argument, end to end over an emulated
 // fabric: a READ that overlaps the release of its input either returns
 // that input's bytes (the store did not reuse the space) or is refused
@@ -239,9 +225,9 @@ func TestRDMAReadNeverReturnsAReusedSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &fakeConn{}
+	conn := &transporttest.RecordingConn{Remote: "backend"}
 	exp.Connect(conn, hello)
-	if err := sess.Accept(conn.sent[0].(*wire.RDMAAccept)); err != nil {
+	if err := sess.Accept(conn.Take()[0].(*wire.RDMAAccept)); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {

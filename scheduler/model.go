@@ -483,16 +483,7 @@ func (m *ModelCore) pruneToKeepUp(now, gpuFreeAt Time, k0, gpus int) int {
 // now on.
 func (m *ModelCore) freshBatch(now, gpuFreeAt Time, r *Request) int {
 	dl := now.Add(r.Deadline.Sub(r.Arrival) - m.cfg.Delays.Result)
-	lo, hi := 0, m.cfg.Profile.MaxBatch()
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if m.fits(now, gpuFreeAt, dl, mid) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
+	return m.largestFitIn(now, gpuFreeAt, dl, 0, m.cfg.Profile.MaxBatch())
 }
 
 // pruneKeepFraction: when a GPU is granted, DropWindow keeps the head if its
@@ -518,7 +509,13 @@ func (m *ModelCore) largestFit(now, gpuFreeAt, dl Time) int {
 	if mb := m.cfg.Profile.MaxBatch(); n > mb {
 		n = mb
 	}
-	lo, hi := 1, n // fits(lo) holds: the head survived the drop loop
+	return m.largestFitIn(now, gpuFreeAt, dl, 1, n) // fits(1) holds: the head survived the drop loop
+}
+
+// largestFitIn returns the largest k in [lo, hi] for which fits holds,
+// given that it holds for lo (lo = 0 stands for "none"). The finish time
+// grows with k, so a binary search works.
+func (m *ModelCore) largestFitIn(now, gpuFreeAt, dl Time, lo, hi int) int {
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		if m.fits(now, gpuFreeAt, dl, mid) {

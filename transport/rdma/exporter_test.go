@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -56,9 +57,9 @@ func TestExporterClosesDeviceAfterQueuePairTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	exp.AllocRegion(0, 4096, true)
-	c := &fakeConn{}
+	c := &transporttest.RecordingConn{Remote: "backend"}
 	exp.Connect(c, &wire.RDMAConnect{Endpoint: wire.RDMAEndpoint{QPN: 5, LID: 9, MTU: 5, ReadDepth: 1}})
-	if _, ok := c.take()[0].(*wire.RDMAAccept); !ok {
+	if _, ok := c.Take()[0].(*wire.RDMAAccept); !ok {
 		t.Fatal("not accepted")
 	}
 	disconnected := make(chan struct{})

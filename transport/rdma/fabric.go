@@ -85,6 +85,18 @@ type Completion struct {
 	Stranded bool
 }
 
+// takePosted returns the work requests in posted, still awaiting their
+// completions, and empties it: what a queue pair's Close must complete
+// itself (see teardownCompletions).
+func takePosted(posted map[uint64]struct{}) []uint64 {
+	left := make([]uint64, 0, len(posted))
+	for wr := range posted {
+		left = append(left, wr)
+	}
+	clear(posted)
+	return left
+}
+
 // teardownCompletions are the completions a queue pair's Close delivers
 // for the READs (wrs) still posted once it has destroyed the queue pair,
 // or failed to (destroyErr, ibv_destroy_qp's error). Destroyed, the

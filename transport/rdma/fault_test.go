@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -246,9 +247,9 @@ func (p *pair) dialAnother(t *testing.T, broken chan<- error) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &fakeConn{}
+	c := &transporttest.RecordingConn{Remote: "backend"}
 	p.exp.Connect(c, hello)
-	if err := s.Accept(c.take()[0].(*wire.RDMAAccept)); err != nil {
+	if err := s.Accept(c.Take()[0].(*wire.RDMAAccept)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(); p.exp.Disconnect(c) })

@@ -382,11 +382,7 @@ func (q *memQP) Close() error {
 	// What is still posted had its completion withheld (a failed device),
 	// or, with fault, may still be running.
 	q.mu.Lock()
-	left := make([]uint64, 0, len(q.posted))
-	for wr := range q.posted {
-		left = append(left, wr)
-	}
-	clear(q.posted)
+	left := takePosted(q.posted)
 	q.mu.Unlock()
 	if q.onComplete != nil {
 		for _, c := range teardownCompletions(left, fault) {

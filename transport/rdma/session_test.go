@@ -12,33 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
-
-// fakeConn is the frontend's end of a data connection: it keeps what the
-// Exporter sends, for the test to hand to the backend's Session.
-type fakeConn struct {
-	mu   sync.Mutex
-	sent []wire.Message
-}
-
-func (c *fakeConn) Send(m wire.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent = append(c.sent, m)
-	return nil
-}
-func (c *fakeConn) Close(error)        {}
-func (c *fakeConn) RemoteAddr() string { return "backend" }
-
-// take returns and forgets what was sent.
-func (c *fakeConn) take() []wire.Message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.sent
-	c.sent = nil
-	return out
-}
 
 // fakeClock is the Reader's clock and timer, moved by the test.
 type fakeClock struct {
@@ -123,7 +99,7 @@ type pair struct {
 	net    *MemNetwork
 	exp    *Exporter
 	reader *Reader
-	conn   *fakeConn
+	conn   *transporttest.RecordingConn
 	sess   *Session
 	clock  *fakeClock
 	broken chan error
@@ -148,7 +124,7 @@ func newPair(t *testing.T, depth int) *pair {
 // Reader's configuration.
 func newPairOn(t *testing.T, depth int, open func(name string) (Fabric, error), opts ...func(*ReaderConfig)) *pair {
 	t.Helper()
-	p := &pair{conn: &fakeConn{}, clock: newFakeClock(), broken: make(chan error, 1)}
+	p := &pair{conn: &transporttest.RecordingConn{Remote: "backend"}, clock: newFakeClock(), broken: make(chan error, 1)}
 	fe, err := open("fe0")
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +154,7 @@ func newPairOn(t *testing.T, depth int, open func(name string) (Fabric, error), 
 		t.Fatal(err)
 	}
 	p.exp.Connect(p.conn, hello)
-	sent := p.conn.take()
+	sent := p.conn.Take()
 	acc, ok := sent[0].(*wire.RDMAAccept)
 	if len(sent) != 1 || !ok {
 		t.Fatalf("exporter answered %v", sent)
@@ -252,7 +228,7 @@ func testSessionReadsSlots(t *testing.T, open func(string) (Fabric, error)) {
 	a := p.put(0, 7, []byte("first input"), SlotReady)
 	// A region registered after the accept is announced on the connection.
 	r1 := p.exp.AllocRegion(1, 1<<16, true)
-	sent := p.conn.take()
+	sent := p.conn.Take()
 	if len(sent) != 1 || sent[0].(*wire.RDMARegions).Regions[0].ID != 1 {
 		t.Fatalf("announcement %v", sent)
 	}
@@ -274,7 +250,7 @@ func testSessionReadsSlots(t *testing.T, open func(string) (Fabric, error)) {
 		t.Errorf("%d receive bytes still out", ps.InUse)
 	}
 	// An oversized input's region is Go memory, never registered.
-	if big := p.exp.AllocRegion(2, 1<<17, false); len(big) != 1<<17 || len(p.exp.Regions()) != 2 || len(p.conn.take()) != 0 {
+	if big := p.exp.AllocRegion(2, 1<<17, false); len(big) != 1<<17 || len(p.exp.Regions()) != 2 || len(p.conn.Take()) != 0 {
 		t.Error("a single-input region was registered or announced")
 	}
 }
@@ -294,7 +270,7 @@ func testSessionFallbacks(t *testing.T, open func(string) (Fabric, error)) {
 	outside := wire.InputRef{Region: 0, Offset: 1<<16 - 2, Length: 10, Key: 6}
 	// An input larger than the whole receive arena (1 MiB here).
 	p.exp.AllocRegion(3, 2<<20, true)
-	p.sess.AddRegions(p.conn.take()[0].(*wire.RDMARegions).Regions)
+	p.sess.AddRegions(p.conn.Take()[0].(*wire.RDMARegions).Regions)
 	tooBig := wire.InputRef{Region: 3, Offset: 24, Length: 3 << 19, Key: 7}
 	out := p.read(t, pending, failed, released, reused, unknown, outside, tooBig)
 	var se *SlotError
@@ -460,9 +436,9 @@ func TestExporterLifecycle(t *testing.T) {
 	region := exp.AllocRegion(0, 4096, true)
 	region[0] = 1
 	exp.Close()
-	c := &fakeConn{}
+	c := &transporttest.RecordingConn{Remote: "backend"}
 	exp.Connect(c, &wire.RDMAConnect{Endpoint: wire.RDMAEndpoint{QPN: 5, LID: 1, MTU: 5, ReadDepth: 1}})
-	if sent := c.take(); len(sent) != 1 || sent[0].(*wire.RDMARefuse).ForQPN != 5 {
+	if sent := c.Take(); len(sent) != 1 || sent[0].(*wire.RDMARefuse).ForQPN != 5 {
 		t.Fatalf("closed exporter answered %v", sent)
 	}
 	// The device stays open while the store still holds a region.

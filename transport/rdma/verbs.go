@@ -801,11 +801,7 @@ func (q *verbsQP) Close() error {
 	// their buffers, and they are stranded, so that those are kept out of
 	// use for good.
 	q.mu.Lock()
-	left := make([]uint64, 0, len(q.posted))
-	for wr := range q.posted {
-		left = append(left, wr)
-	}
-	clear(q.posted)
+	left := takePosted(q.posted)
 	q.mu.Unlock()
 	if q.onComplete != nil {
 		for _, c := range teardownCompletions(left, destroyErr) {
