@@ -229,12 +229,7 @@ func (o *partitionOutput) writeTables(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(o.Notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range o.Notes {
-			fmt.Fprintf(w, "  - %s\n", n)
-		}
-	}
+	writeNotes(w, o.Notes)
 	return nil
 }
 
@@ -313,4 +308,16 @@ func runPartitionExperiment(args []string, stdout, stderr io.Writer) error {
 		return rep.WriteJSON(stdout)
 	}
 	return rep.WriteText(stdout)
+}
+
+// writeNotes prints a command's notes (what it did not do, or did instead)
+// after its tables, one bullet each.
+func writeNotes(w io.Writer, notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nnotes:")
+	for _, n := range notes {
+		fmt.Fprintf(w, "  - %s\n", n)
+	}
 }

@@ -288,16 +288,12 @@ func (o *planOutput) writeText(out io.Writer) error {
 	return err
 }
 
-func secs(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
-}
-
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func (o *planOutput) writeTables(w io.Writer) error {
-	fmt.Fprintf(w, "%s: %d modules, SLO %s\n", filepath.Base(o.Source), len(o.Modules), secs(o.SLO))
+	fmt.Fprintf(w, "%s: %d modules, SLO %s\n", filepath.Base(o.Source), len(o.Modules), plan.FormatSeconds(o.SLO))
 	fmt.Fprintf(w, "planner:  %s (dispatch %s, max configs %s, dummy %v, split %s), planned in %s\n",
-		o.Planner, o.Options.Dispatch, maxConfigsText(o.Options.MaxConfigs), o.Options.Dummy, o.Options.Split, secs(o.PlanSeconds))
+		o.Planner, o.Options.Dispatch, maxConfigsText(o.Options.MaxConfigs), o.Options.Dummy, o.Options.Split, plan.FormatSeconds(o.PlanSeconds))
 	fmt.Fprintf(w, "cost:     %.4f per hour\n\n", o.CostPerHour)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "module\trate\tbudget\tworst case\tcost/h\thardware\tbatch\tconc\tmachines\tassigned\tdummy\tw\tworst case\t")
@@ -305,10 +301,10 @@ func (o *planOutput) writeTables(w io.Writer) error {
 		for i, c := range m.Configs {
 			head := "\t\t\t\t\t"
 			if i == 0 {
-				head = fmt.Sprintf("%s\t%.4g\t%s\t%s\t%.4f\t", m.Name, m.Rate, secs(m.Budget), secs(m.WorstCase), m.CostPerHour)
+				head = fmt.Sprintf("%s\t%.4g\t%s\t%s\t%.4f\t", m.Name, m.Rate, plan.FormatSeconds(m.Budget), plan.FormatSeconds(m.WorstCase), m.CostPerHour)
 			}
 			fmt.Fprintf(tw, "%s%s\t%d\t%d\t%.4g\t%.4g\t%.4g\t%.4g\t%s\t\n", head, c.Hardware, c.Batch, c.Concurrency,
-				c.Machines, c.Rate, c.DummyRate, c.Remaining, secs(c.WorstCase))
+				c.Machines, c.Rate, c.DummyRate, c.Remaining, plan.FormatSeconds(c.WorstCase))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -318,7 +314,7 @@ func (o *planOutput) writeTables(w io.Writer) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "path\tworst case\tbudgets\t")
 	for _, p := range o.Paths {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", strings.Join(p.Modules, " -> "), secs(p.WorstCase), secs(p.Budget))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", strings.Join(p.Modules, " -> "), plan.FormatSeconds(p.WorstCase), plan.FormatSeconds(p.Budget))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -330,13 +326,13 @@ func (o *planOutput) writeTables(w io.Writer) error {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "planner\tcost/h\tover ours\ttime\t")
-		fmt.Fprintf(tw, "%s\t%.4f\t\t%s\t\n", o.Planner, o.CostPerHour, secs(o.PlanSeconds))
+		fmt.Fprintf(tw, "%s\t%.4f\t\t%s\t\n", o.Planner, o.CostPerHour, plan.FormatSeconds(o.PlanSeconds))
 		for _, c := range o.Compare {
 			if c.CostPerHour == nil {
 				fmt.Fprintf(tw, "%s\t-\t\t\t%s\n", c.Planner, c.Error)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%.4f\t%+.1f%%\t%s\t\n", c.Planner, *c.CostPerHour, 100**c.ExtraOverOurs, secs(c.PlanSeconds))
+			fmt.Fprintf(tw, "%s\t%.4f\t%+.1f%%\t%s\t\n", c.Planner, *c.CostPerHour, 100**c.ExtraOverOurs, plan.FormatSeconds(c.PlanSeconds))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -345,12 +341,7 @@ func (o *planOutput) writeTables(w io.Writer) error {
 	if o.WorkloadOut != "" {
 		fmt.Fprintf(w, "\nworkload written to %s\n", o.WorkloadOut)
 	}
-	if len(o.Notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range o.Notes {
-			fmt.Fprintf(w, "  - %s\n", n)
-		}
-	}
+	writeNotes(w, o.Notes)
 	return nil
 }
 

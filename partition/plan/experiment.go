@@ -291,7 +291,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "system\tplanned\tavg extra over ours\tmax extra over ours\tcheaper than ours\toptimal\tmedian time\tp99 time")
 	for _, s := range r.Systems {
 		fmt.Fprintf(tw, "%s\t%d/%d\t%+.1f%%\t%+.1f%%\t%d\t%.1f%%\t%s\t%s\n", s.System, s.Planned, s.Planned+s.Infeasible,
-			100*s.AvgExtra, 100*s.MaxExtra, s.Below, 100*s.OptimalShare, fmtSeconds(s.MedianSeconds), fmtSeconds(s.P99Seconds))
+			100*s.AvgExtra, 100*s.MaxExtra, s.Below, 100*s.OptimalShare, FormatSeconds(s.MedianSeconds), FormatSeconds(s.P99Seconds))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -305,7 +305,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
-func fmtSeconds(s float64) string {
+// FormatSeconds renders a duration given in seconds (as the JSON reports
+// hold them) to the microsecond, for the text tables.
+func FormatSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }
 

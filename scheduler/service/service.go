@@ -497,27 +497,21 @@ func (s *Service) backendGone(b *backendConn, err error) {
 func (s *Service) Planned(p *scheduler.BatchPlan) {
 	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
 	reqs := make([]planned, 0, len(p.Requests))
-	entries := make([]entry, 0, len(p.Requests))
-	deadlines := make([]scheduler.Time, 0, len(p.Requests))
+	dl := scheduler.Never
+	orphans := 0
+	s.mu.Lock() // for s.frontends; the table has its own lock, taken inside
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		e, ok := s.table.take(r.ID)
-		if !ok {
+		switch {
+		case !ok:
 			s.log.Error().Uint64("key", uint64(r.ID)).Msg("planned request not in the table")
 			continue
-		}
-		entries = append(entries, e)
-		deadlines = append(deadlines, r.Deadline)
-	}
-	dl := scheduler.Never
-	orphans := 0
-	s.mu.Lock()
-	for i, e := range entries {
-		if s.frontends[e.frontend] == nil {
+		case s.frontends[e.frontend] == nil:
 			orphans++
 			continue
 		}
-		dl = scheduler.MinTime(dl, deadlines[i])
+		dl = scheduler.MinTime(dl, r.Deadline)
 		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input})
 		reqs = append(reqs, planned{frontend: e.frontend, id: e.id})
 	}
