@@ -58,14 +58,33 @@ func FindGoodput(w *workload.Workload, opts GoodputOptions) (*report.Report, err
 		}
 		return step.OK, nil
 	}
+	found, err := SearchMultiplier(run, prec)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("goodput search: bad rate above %.2f%% even at a millionth of the offered load", 100*target)
+	}
+	search.GoodputRPS = best.GoodputRPS
+	best.GoodputSearch = search
+	return best, nil
+}
+
+// SearchMultiplier finds the largest load multiplier k for which ok(k)
+// holds, to a relative precision prec, given that ok turns false as k grows.
+// It brackets the answer by doubling or halving from 1, then bisects; ok
+// sees every multiplier tried and keeps what it needs of each run. found is
+// false if ok fails even at a millionth of the load; an error from ok ends
+// the search.
+func SearchMultiplier(ok func(k float64) (bool, error), prec float64) (found bool, err error) {
 	lo, hi := 0.0, math.Inf(1)
 	k := 1.0
 	for i := 0; i < 40 && (lo == 0 || math.IsInf(hi, 1)); i++ {
-		ok, err := run(k)
+		good, err := ok(k)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		if ok {
+		if good {
 			lo = k
 			k *= 2
 		} else {
@@ -73,22 +92,20 @@ func FindGoodput(w *workload.Workload, opts GoodputOptions) (*report.Report, err
 			k /= 2
 		}
 		if k < 1e-6 {
-			return nil, fmt.Errorf("goodput search: bad rate above %.2f%% even at %.2gx the offered load", 100*target, k)
+			return false, nil
 		}
 	}
 	for hi-lo > prec*lo {
 		mid := (lo + hi) / 2
-		ok, err := run(mid)
+		good, err := ok(mid)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		if ok {
+		if good {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	search.GoodputRPS = best.GoodputRPS
-	best.GoodputSearch = search
-	return best, nil
+	return true, nil
 }

@@ -20,6 +20,10 @@ Usage:
                [--policy P | --compare] [--sweep LIST] [--seed N]
                [--schedulable sched-at|beta-lambda] [--drop timeout|window]
       Run the scheduler in the discrete-event simulator on a workload file.
+  symphony sim lookahead -f WORKLOAD [--multipliers LIST] [--horizon D] [--json]
+      Replay one model's arrivals under the scheduler's rules and under a
+      clairvoyant scheduler that knows every future arrival: how much of the
+      bad rate a better rule could remove.
   symphony bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
       Measure the real-time scheduler alone, in-process (paper Figure 11, left).
   symphony demo [-f WORKLOAD] [--duration D] [--http-addr ADDR] [--json] [--find-goodput]

@@ -20,9 +20,13 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 // shortWorkload writes a copy of the Table 4 workload with a short window,
 // so that CLI tests stay fast.
-func shortWorkload(t *testing.T) string {
+func shortWorkload(t *testing.T) string { return shortened(t, table4) }
+
+// shortened writes a copy of the workload file with a 1s warmup and a 3s
+// window.
+func shortened(t *testing.T, file string) string {
 	t.Helper()
-	b, err := os.ReadFile(table4)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ import (
 )
 
 func runSim(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "lookahead" {
+		return runSimLookahead(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("f", "", "workload file (required)")

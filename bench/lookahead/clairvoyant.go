@@ -1,0 +1,87 @@
+package lookahead
+
+import "github.com/symphony-serving/symphony/scheduler"
+
+// playClairvoyant runs the whole replay, deciding each time by trial play.
+func (y *system) playClairvoyant(o Options) {
+	trial := &system{}
+	var options []action
+	total := len(y.arr)
+	y.play(scheduler.Never, func(rules action) action {
+		y.decisions++
+		if o.Progress != nil && y.decisions%4096 == 0 && total > 0 {
+			o.Progress(float64(y.next) / float64(total))
+		}
+		options = y.options(rules, o, options[:0])
+		horizon := y.t.Add(o.Horizon)
+		cut := y.next
+		for cut < len(y.arr) && y.deadline(cut) <= horizon {
+			cut++
+		}
+		best, bestScore := 0, -1
+		for n, a := range options {
+			trial.copyFrom(y)
+			trial.trial, trial.cut, trial.scored = true, cut, 0
+			if trial.apply(a, horizon) {
+				trial.play(horizon, nil)
+			}
+			if trial.err != nil {
+				y.err = trial.err
+				return rules
+			}
+			if trial.scored > bestScore {
+				best, bestScore = n, trial.scored
+			}
+		}
+		if best != 0 {
+			y.overrides.count(rules, options[best])
+		}
+		return options[best]
+	})
+}
+
+// options lists what the clairvoyant scheduler tries: the rules' own action
+// first (it wins ties), then waiting for the next arrival, then starting
+// now every batch of up to MaxShrink fewer than the largest that fits,
+// behind up to MaxPrune dropped heads.
+func (y *system) options(rules action, o Options, out []action) []action {
+	out = append(out, rules)
+	if rules.k > 0 && y.next < len(y.arr) {
+		out = append(out, action{until: y.arr[y.next]})
+	}
+	g := y.earliest()
+	for i := y.head; i < y.next && i <= y.head+o.MaxPrune; i++ {
+		kmax := y.largest(i, g)
+		for k := max(1, kmax-o.MaxShrink); k <= kmax; k++ {
+			a := action{i: i, k: k, start: scheduler.MaxTime(y.t.Add(y.s.Delays.Dispatch(k)), g)}
+			if a != rules {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// count files the clairvoyant scheduler's choice a against the rules'.
+func (o *Overrides) count(rules, a action) {
+	switch {
+	case rules.k == 0:
+		o.StartEarly++
+	case a.k == 0:
+		o.Wait++
+	case a.i != rules.i:
+		o.OtherHeads++
+	case a.k < rules.k:
+		o.SmallerBatch++
+	default:
+		o.StartEarly++ // the same batch, without the rules' hold
+	}
+}
+
+// copyFrom makes y a copy of x for trial play, reusing y's GPU slice.
+func (y *system) copyFrom(x *system) {
+	free := append(y.free[:0], x.free...)
+	*y = *x
+	y.free = free
+	y.batches = nil
+}

@@ -1,0 +1,173 @@
+// Package lookahead asks how much of a model's bad rate is the scheduler's
+// fault. It replays one model's arrivals on N identical GPUs twice: once
+// under a compact model of Symphony's rules (hold a batch until sched_at,
+// the keep-up prune, drop what cannot finish) and once under a clairvoyant
+// scheduler that, at every decision, tries each way of waiting, shrinking
+// the batch or dropping heads against the arrivals that will actually come,
+// plays each forward under the rules for a horizon, and keeps whichever
+// serves the most requests.
+//
+// The clairvoyant scheduler knows the future, which no real one does, and
+// it searches one decision deep, so it is neither an online policy nor an
+// exact optimum: it is a strong, reproducible reference. When it cannot
+// meet a target either, the target is a property of the load (Poisson
+// bursts against an SLO that caps the batch size), not of the rules; when
+// it beats the rules by far, a better rule exists.
+//
+// The rules here are a model of scheduler.ModelCore for one model on one
+// rank loop, not the same code: the real scheduler is a message-driven
+// state machine that cannot be copied mid-run for trial play. A test holds
+// the two within a fraction of a point of bad rate on the same arrivals.
+// The keep-up batch uses the offered rate rather than a measured one.
+package lookahead
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/profile"
+)
+
+// Setting is the system the model runs on.
+type Setting struct {
+	Profile profile.Profile
+	SLO     time.Duration
+	GPUs    int
+	Delays  scheduler.Delays
+	// Rate is the offered load in requests/s, from which the rules take
+	// the keep-up batch size (N·b/ℓ(b) ≥ λ).
+	Rate float64
+}
+
+// Validate rejects settings no run can use.
+func (s Setting) Validate() error {
+	switch {
+	case !s.Profile.Valid():
+		return fmt.Errorf("lookahead: no latency profile")
+	case s.SLO <= 0:
+		return fmt.Errorf("lookahead: SLO %v must be positive", s.SLO)
+	case s.GPUs < 1:
+		return fmt.Errorf("lookahead: %d GPUs; need at least 1", s.GPUs)
+	case s.Rate < 0:
+		return fmt.Errorf("lookahead: rate %g must not be negative", s.Rate)
+	}
+	return s.Delays.Validate()
+}
+
+// Options bound the clairvoyant scheduler's search.
+type Options struct {
+	// Horizon is how far each trial plays forward; 0 means 300ms. A trial
+	// scores only the requests whose deadline falls inside it.
+	Horizon time.Duration
+	// MaxPrune is the most head requests a trial may drop; 0 means 6.
+	MaxPrune int
+	// MaxShrink is how far below the largest batch that fits a trial may
+	// go; 0 means 4.
+	MaxShrink int
+	// Progress, when set, is called now and then with the fraction of the
+	// arrivals decided.
+	Progress func(done float64)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Horizon <= 0 {
+		o.Horizon = 300 * time.Millisecond
+	}
+	if o.MaxPrune <= 0 {
+		o.MaxPrune = 6
+	}
+	if o.MaxShrink <= 0 {
+		o.MaxShrink = 4
+	}
+	return o
+}
+
+// Result counts the requests that arrived in the measured window and how
+// many of them finished within their SLO (every other one was dropped: a
+// batch is only started if it finishes in time).
+type Result struct {
+	Requests int `json:"requests"`
+	Served   int `json:"served"`
+	// Batches counts the batches started for the window's requests, by
+	// size (index 0 unused).
+	Batches []int `json:"batches"`
+	// Decisions is how many times the scheduler decided with a GPU
+	// grantable and requests queued; Overrides says how the clairvoyant
+	// scheduler departed from the rules there (all zero under the rules).
+	Decisions int       `json:"decisions"`
+	Overrides Overrides `json:"overrides"`
+}
+
+// Overrides counts the decisions where the clairvoyant scheduler did not do
+// what the rules would have, by what it did instead: where a better online
+// rule would have to come from.
+type Overrides struct {
+	// StartEarly: started a batch while the rules held for sched_at.
+	StartEarly int `json:"start_early"`
+	// Wait: waited for the next arrival while the rules started a batch.
+	Wait int `json:"wait"`
+	// SmallerBatch: started fewer requests behind the same head.
+	SmallerBatch int `json:"smaller_batch"`
+	// OtherHeads: dropped more or fewer head requests than the rules.
+	OtherHeads int `json:"other_heads"`
+}
+
+// Total is the number of overridden decisions.
+func (o Overrides) Total() int { return o.StartEarly + o.Wait + o.SmallerBatch + o.OtherHeads }
+
+// BadRate is the fraction of the window's requests not served in time.
+func (r Result) BadRate() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.Requests-r.Served) / float64(r.Requests)
+}
+
+// MeanBatch is the batch size the average served request ran in (the
+// simulator's mean_batch_size).
+func (r Result) MeanBatch() float64 {
+	var n, sum int
+	for b, c := range r.Batches {
+		n += b * c
+		sum += b * b * c
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
+// Rules replays arrivals (in time order) under the model of Symphony's
+// rules and counts the requests that arrived in [from, to).
+func Rules(s Setting, arrivals []scheduler.Time, from, to scheduler.Time) (Result, error) {
+	return run(s, arrivals, from, to, nil)
+}
+
+// Clairvoyant replays arrivals under the clairvoyant scheduler and counts
+// the requests that arrived in [from, to).
+func Clairvoyant(s Setting, arrivals []scheduler.Time, from, to scheduler.Time, o Options) (Result, error) {
+	o = o.withDefaults()
+	return run(s, arrivals, from, to, &o)
+}
+
+func run(s Setting, arrivals []scheduler.Time, from, to scheduler.Time, o *Options) (Result, error) {
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	for i := 1; i < len(arrivals); i++ {
+		if arrivals[i] < arrivals[i-1] {
+			return Result{}, fmt.Errorf("lookahead: arrival %d at %v is before arrival %d at %v", i, arrivals[i], i-1, arrivals[i-1])
+		}
+	}
+	sys := newSystem(s, arrivals, from, to)
+	if o == nil {
+		sys.play(scheduler.Never, nil)
+	} else {
+		sys.playClairvoyant(*o)
+	}
+	if sys.err != nil {
+		return Result{}, sys.err
+	}
+	return sys.result(), nil
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/symphony-serving/symphony/bench/lookahead"
+	"github.com/symphony-serving/symphony/bench/workload"
+)
+
+// runSimLookahead is `symphony sim lookahead`: the rules against a
+// clairvoyant scheduler on one model's arrivals (bench/lookahead).
+func runSimLookahead(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim lookahead", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("f", "", "single-model workload file (required)")
+	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
+	mults := fs.String("multipliers", "", "comma-separated load multipliers to replay (default: search each scheduler's goodput)")
+	horizon := fs.Duration("horizon", 300*time.Millisecond, "how far each clairvoyant trial plays ahead")
+	maxPrune := fs.Int("max-prune", 6, "most head requests a clairvoyant trial may drop")
+	maxShrink := fs.Int("max-shrink", 4, "how far below the largest batch a clairvoyant trial may go")
+	seed := fs.Uint64("seed", 0, "override the workload's seed")
+	quiet := fs.Bool("quiet", false, "print no progress on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *file == "":
+		return usageErr("-f WORKLOAD is required")
+	case fs.NArg() > 0:
+		return usageErr("unexpected arguments %q", fs.Args())
+	case *horizon <= 0 || *maxPrune < 1 || *maxShrink < 1:
+		return usageErr("--horizon, --max-prune and --max-shrink must be positive")
+	}
+	cfg := lookahead.StudyConfig{Options: lookahead.Options{Horizon: *horizon, MaxPrune: *maxPrune, MaxShrink: *maxShrink}}
+	if *mults != "" {
+		for _, f := range strings.Split(*mults, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(v > 0) {
+				return usageErr("--multipliers: %q is not a positive number", f)
+			}
+			cfg.Multipliers = append(cfg.Multipliers, v)
+		}
+	}
+	w, err := workload.ParseFile(*file)
+	if err != nil {
+		return err
+	}
+	if flagSet(fs, "seed") {
+		w.Seed = *seed
+	}
+	log := newLogger(stderr, *quiet)
+	cfg.Step = func(s lookahead.Step) {
+		log.Info().Str("scheduler", string(s.Scheduler)).Float64("multiplier", round(s.Multiplier, 4)).
+			Float64("offered_rps", round(s.OfferedRPS, 1)).Float64("bad_rate", round(s.BadRate, 4)).
+			Int("overrides", s.Overrides.Total()).Bool("ok", s.OK).Msg("replayed")
+	}
+	rep, err := lookahead.Study(w, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return rep.WriteJSON(stdout)
+	}
+	return rep.WriteText(stdout)
+}
