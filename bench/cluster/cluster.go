@@ -38,6 +38,8 @@ type Config struct {
 	// WakeupSlack is how late the scheduler's timers and hand-offs may run
 	// (rt.Config.WakeupSlack); raise it on a loaded machine.
 	WakeupSlack time.Duration
+	// DrainTimeout is the scheduler's service.Config.DrainTimeout.
+	DrainTimeout time.Duration
 	// Backends is how many backend agents to start, GPUsPerBackend each.
 	Backends, GPUsPerBackend int
 	// Frontends is how many frontend clients to start.
@@ -108,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	sc := service.Default()
 	sc.Addr, sc.Network, sc.Models, sc.Log = cfg.Addr, cfg.Network, cfg.Models, cfg.Log
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cfg.Policy, cfg.Schedulable, cfg.Drop, cfg.Delays
-	sc.WakeupSlack = cfg.WakeupSlack
+	sc.WakeupSlack, sc.DrainTimeout = cfg.WakeupSlack, cfg.DrainTimeout
 	svc, err := service.Start(sc)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,8 @@
 // GPUs come and go with their backends: a backend's GPUs are brought online
 // when it says its models are loaded, and taken offline when its connection
 // ends; every request of a plan it had not finished ends with a
-// backend-lost error, so no request is lost.
+// backend-lost error, so no request is lost. Close drains: queued requests
+// end with a shutdown drop, plans already sent get time to finish.
 package service
 
 import (
@@ -50,7 +51,11 @@ type Config struct {
 	MaxGPUs int
 	// WakeupSlack is rt.Config.WakeupSlack.
 	WakeupSlack time.Duration
-	Log         zerolog.Logger
+	// DrainTimeout is how long Close waits for the plans already sent to
+	// backends to finish; 0 means the longest model SLO plus a second,
+	// by when every such plan has met or missed its deadline.
+	DrainTimeout time.Duration
+	Log          zerolog.Logger
 }
 
 // LiveDelayFloor is the least the real-time scheduler budgets for each
@@ -89,6 +94,8 @@ func (c Config) Validate() error {
 		return errors.New("service: no models")
 	case c.MaxGPUs < 1 || c.MaxGPUs > 1<<20:
 		return fmt.Errorf("service: max GPUs %d out of range", c.MaxGPUs)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("service: drain timeout %v is negative", c.DrainTimeout)
 	case c.Policy == scheduler.PolicyNexus:
 		return errors.New("service: the nexus policy exists only in the simulator")
 	}
@@ -126,6 +133,12 @@ type Service struct {
 	backends     map[*backendConn]struct{}
 	gpus         []gpuState
 	closed       bool
+	// inFlight counts the plans sent to backends and not yet reported
+	// free or failed; drained is signalled, while closing, when it may
+	// have reached zero or the drain timed out (drainOver).
+	inFlight  int
+	drained   *sync.Cond
+	drainOver bool
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -195,6 +208,13 @@ func Start(cfg Config) (*Service, error) {
 		backends:  make(map[*backendConn]struct{}),
 		gpus:      make([]gpuState, cfg.MaxGPUs),
 	}
+	s.drained = sync.NewCond(&s.mu)
+	if s.cfg.DrainTimeout == 0 {
+		for _, m := range cfg.Models {
+			s.cfg.DrainTimeout = max(s.cfg.DrainTimeout, m.SLO)
+		}
+		s.cfg.DrainTimeout += time.Second
+	}
 	rc := rt.Config{
 		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, Delays: cfg.Delays, StartOffline: true},
 		WakeupSlack: cfg.WakeupSlack,
@@ -229,8 +249,12 @@ func Start(cfg Config) (*Service, error) {
 // Addr is the address frontends and backends dial.
 func (s *Service) Addr() string { return s.ln.Addr() }
 
-// Close stops the service: queued requests end with a shutdown drop, then
-// every connection closes.
+// Close stops the service gracefully. It takes no new frontends or
+// backends and ends every queued request with a shutdown drop; then it
+// waits, up to Config.DrainTimeout, for the plans already sent to backends
+// to finish (their results go straight to the frontends). A plan still out
+// after that ends with a shutdown drop, so that its frontend hears now
+// rather than by its safety timer. Then every connection closes.
 func (s *Service) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -240,6 +264,7 @@ func (s *Service) Close() {
 	s.closed = true
 	s.mu.Unlock()
 	s.sched.Stop()
+	s.drain()
 	s.mu.Lock()
 	fronts := make([]*frontendConn, 0, len(s.frontends))
 	for _, f := range s.frontends {
@@ -250,6 +275,53 @@ func (s *Service) Close() {
 		f.ended.Close()
 	}
 	_ = s.ln.Close()
+}
+
+// drain waits for the plans in flight to finish, up to the drain timeout,
+// and ends the requests of those still out with a shutdown drop.
+func (s *Service) drain() {
+	timer := time.AfterFunc(s.cfg.DrainTimeout, func() {
+		s.mu.Lock()
+		s.drainOver = true
+		s.drained.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight > 0 {
+		s.log.Info().Int("plans", s.inFlight).Dur("timeout", s.cfg.DrainTimeout).Msg("draining plans in flight")
+	}
+	for s.inFlight > 0 && !s.drainOver {
+		s.drained.Wait()
+	}
+	if s.inFlight == 0 {
+		return
+	}
+	n := 0
+	for g := range s.gpus {
+		st := &s.gpus[g]
+		for id, reqs := range st.outstanding {
+			for _, r := range reqs {
+				if f := s.frontends[r.frontend]; f != nil {
+					f.ended.Add(wire.End{ID: r.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
+				}
+				n++
+			}
+			delete(st.outstanding, id)
+		}
+	}
+	s.log.Warn().Int("plans", s.inFlight).Int("requests", n).Msg("plans still in flight at shutdown: their requests end as shutdown drops")
+	s.inFlight = 0
+	s.count(func(st *Stats) { st.Dropped += uint64(n) })
+}
+
+// planEnded books one plan out of flight. Called with s.mu held.
+func (s *Service) planEnded() {
+	s.inFlight--
+	if s.closed {
+		s.drained.Broadcast()
+	}
 }
 
 func (s *Service) toSched(unixNano int64) scheduler.Time {
@@ -440,7 +512,10 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 			return
 		}
 		st := &s.gpus[g]
-		delete(st.outstanding, m.Plan)
+		if _, ok := st.outstanding[m.Plan]; ok {
+			delete(st.outstanding, m.Plan)
+			s.planEnded()
+		}
 		// Only the GPU's latest plan says when it frees; and the
 		// correction goes out under the lock, so that it reaches the
 		// rank before the return of any plan made after this check.
@@ -470,6 +545,7 @@ func (s *Service) backendGone(b *backendConn, err error) {
 				lost[r.frontend] = append(lost[r.frontend], wire.End{ID: r.id, Code: wire.EndBackendLost, Detail: b.name})
 				nlost++
 			}
+			s.planEnded()
 		}
 		s.gpus[g] = gpuState{}
 		s.sched.DisableGPU(g)
@@ -524,6 +600,7 @@ func (s *Service) Planned(p *scheduler.BatchPlan) {
 		if b != nil {
 			st.outstanding[plan.ID] = reqs
 			st.lastPlan = plan.ID
+			s.inFlight++
 		}
 	}
 	s.mu.Unlock()
@@ -542,6 +619,7 @@ func (s *Service) Planned(p *scheduler.BatchPlan) {
 	s.mu.Lock()
 	if b != nil && !b.gone {
 		delete(st.outstanding, plan.ID)
+		s.planEnded()
 	} else if b != nil {
 		s.mu.Unlock()
 		return

@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/transport/inproc"
+)
+
+// gated holds every batch until release closes, announcing each start on
+// started.
+type gated struct {
+	*backend.Emulated
+	started chan struct{}
+	release chan struct{}
+	once    *sync.Once
+}
+
+func newGated() gated {
+	return gated{Emulated: backend.NewEmulated(), started: make(chan struct{}, 64), release: make(chan struct{}), once: new(sync.Once)}
+}
+
+// open lets every batch, held or to come, run.
+func (e gated) open() { e.once.Do(func() { close(e.release) }) }
+
+func (e gated) Execute(ctx context.Context, gpu int, model uint32, in [][]byte) ([][]byte, error) {
+	e.started <- struct{}{}
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.Emulated.Execute(ctx, gpu, model, in)
+}
+
+// gatedCluster is one backend of one GPU whose batches wait for the gate.
+func gatedCluster(t *testing.T, drain time.Duration) (*Cluster, gated) {
+	g := newGated()
+	cfg := testConfig(inproc.New(), "", 1, 1)
+	cfg.Executor = func() backend.Executor { return g }
+	cfg.DrainTimeout = drain
+	c := startCluster(t, cfg)
+	t.Cleanup(g.open)
+	return c, g
+}
+
+// Closing the scheduler lets the plans already at the backends finish:
+// their requests are answered, not cut off and left to the frontends'
+// safety timers; everything ends exactly once.
+func TestSchedulerCloseDrainsPlansInFlight(t *testing.T) {
+	c, g := gatedCluster(t, 0)
+	f := c.Frontends[0]
+	first := f.Go(context.Background(), "slow", input(0))
+	<-g.started // a batch holds the GPU
+	calls := []*frontend.Call{first}
+	for i := 1; i < 4; i++ {
+		calls = append(calls, f.Go(context.Background(), "slow", input(i)))
+	}
+	waitFor(t, func() bool { return c.Scheduler.Snapshot().Tasks == 4 })
+
+	closed := make(chan struct{})
+	go func() {
+		c.Scheduler.Close()
+		close(closed)
+	}()
+	select {
+	case <-first.Done():
+		t.Fatalf("the running batch's request ended before its batch did: %v", first.Err)
+	case <-closed:
+		t.Fatal("Close returned while a plan was still running")
+	default:
+	}
+	g.open()
+	<-closed
+	tl := checkEnded(t, f, calls)
+	if first.Err != nil {
+		t.Errorf("the request whose batch was running when the scheduler closed: %v; want its result", first.Err)
+	}
+	for k, n := range tl.reasons {
+		if !strings.Contains(k, "shutdown") {
+			t.Errorf("%d requests ended with %q; want results or shutdown drops", n, k)
+		}
+	}
+}
+
+// A plan that does not finish within the drain timeout ends as a shutdown
+// drop when Close gives up, long before its deadline.
+func TestSchedulerCloseEndsStuckPlans(t *testing.T) {
+	c, g := gatedCluster(t, 100*time.Millisecond)
+	f := c.Frontends[0]
+	call := f.Go(context.Background(), "slow", input(0))
+	<-g.started // and never released until cleanup
+	began := time.Now()
+	c.Scheduler.Close()
+	<-call.Done()
+	if r, ok := frontend.IsDrop(call.Err); !ok || r != frontend.DropShutdown {
+		t.Fatalf("stuck plan's request ended with %v; want a shutdown drop", call.Err)
+	}
+	// Its deadline is the model's 4s SLO away; the safety timer would
+	// have waited for it.
+	if d := time.Since(began); d > 3*time.Second {
+		t.Errorf("ended %v after Close began; want about the 100ms drain timeout", d)
+	}
+	if st := c.Scheduler.Snapshot(); st.Dropped != 1 {
+		t.Errorf("scheduler counts %d drops; want the stuck request's 1", st.Dropped)
+	}
+}
