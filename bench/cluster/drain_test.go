@@ -68,15 +68,15 @@ func TestSchedulerCloseDrainsPlansInFlight(t *testing.T) {
 		c.Scheduler.Close()
 		close(closed)
 	}()
-	select {
-	case <-first.Done():
-		t.Fatalf("the running batch's request ended before its batch did: %v", first.Err)
-	case <-closed:
-		t.Fatal("Close returned while a plan was still running")
-	default:
-	}
+	// A second Close waits for the first, which waits for the batch.
+	second := make(chan struct{})
+	go func() {
+		c.Scheduler.Close()
+		close(second)
+	}()
 	g.open()
 	<-closed
+	<-second
 	tl := checkEnded(t, f, calls)
 	if first.Err != nil {
 		t.Errorf("the request whose batch was running when the scheduler closed: %v; want its result", first.Err)
@@ -88,25 +88,28 @@ func TestSchedulerCloseDrainsPlansInFlight(t *testing.T) {
 	}
 }
 
-// A plan that does not finish within the drain timeout ends as a shutdown
-// drop when Close gives up, long before its deadline.
+// A plan that does not finish within the drain timeout (or at once, with a
+// negative one) ends as a shutdown drop when Close gives up, long before
+// its deadline.
 func TestSchedulerCloseEndsStuckPlans(t *testing.T) {
-	c, g := gatedCluster(t, 100*time.Millisecond)
-	f := c.Frontends[0]
-	call := f.Go(context.Background(), "slow", input(0))
-	<-g.started // and never released until cleanup
-	began := time.Now()
-	c.Scheduler.Close()
-	<-call.Done()
-	if r, ok := frontend.IsDrop(call.Err); !ok || r != frontend.DropShutdown {
-		t.Fatalf("stuck plan's request ended with %v; want a shutdown drop", call.Err)
-	}
-	// Its deadline is the model's 4s SLO away; the safety timer would
-	// have waited for it.
-	if d := time.Since(began); d > 3*time.Second {
-		t.Errorf("ended %v after Close began; want about the 100ms drain timeout", d)
-	}
-	if st := c.Scheduler.Snapshot(); st.Dropped != 1 {
-		t.Errorf("scheduler counts %d drops; want the stuck request's 1", st.Dropped)
+	for _, drain := range []time.Duration{100 * time.Millisecond, -1} {
+		c, g := gatedCluster(t, drain)
+		f := c.Frontends[0]
+		call := f.Go(context.Background(), "slow", input(0))
+		<-g.started // and never released until cleanup
+		began := time.Now()
+		c.Scheduler.Close()
+		<-call.Done()
+		if r, ok := frontend.IsDrop(call.Err); !ok || r != frontend.DropShutdown {
+			t.Fatalf("drain %v: stuck plan's request ended with %v; want a shutdown drop", drain, call.Err)
+		}
+		// Its deadline is the model's 4s SLO away; the safety timer would
+		// have waited for it.
+		if d := time.Since(began); d > 3*time.Second {
+			t.Errorf("drain %v: ended %v after Close began; want about the drain timeout", drain, d)
+		}
+		if st := c.Scheduler.Snapshot(); st.Dropped != 1 {
+			t.Errorf("drain %v: scheduler counts %d drops; want the stuck request's 1", drain, st.Dropped)
+		}
 	}
 }

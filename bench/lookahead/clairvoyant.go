@@ -8,13 +8,12 @@ func (y *system) playClairvoyant(o Options) {
 	var options []action
 	total := len(y.arr)
 	y.play(scheduler.Never, func(rules action) action {
-		y.decisions++
 		if o.Progress != nil && y.decisions%4096 == 0 && total > 0 {
 			o.Progress(float64(y.next) / float64(total))
 		}
 		options = y.options(rules, o, options[:0])
 		horizon := y.t.Add(o.Horizon)
-		cut := y.next
+		cut := y.head
 		for cut < len(y.arr) && y.deadline(cut) <= horizon {
 			cut++
 		}
@@ -42,17 +41,18 @@ func (y *system) playClairvoyant(o Options) {
 
 // options lists what the clairvoyant scheduler tries: the rules' own action
 // first (it wins ties), then waiting for the next arrival, then starting
-// now every batch of up to MaxShrink fewer than the largest that fits,
-// behind up to MaxPrune dropped heads.
+// now a batch behind up to MaxPrune dropped heads, from the largest that
+// fits down to MaxShrink fewer (among equal scores the bigger batch wins,
+// since the trial does not see the GPU time it costs past the horizon).
 func (y *system) options(rules action, o Options, out []action) []action {
 	out = append(out, rules)
 	if rules.k > 0 && y.next < len(y.arr) {
-		out = append(out, action{until: y.arr[y.next]})
+		out = append(out, action{i: y.head, until: y.arr[y.next]})
 	}
 	g := y.earliest()
 	for i := y.head; i < y.next && i <= y.head+o.MaxPrune; i++ {
 		kmax := y.largest(i, g)
-		for k := max(1, kmax-o.MaxShrink); k <= kmax; k++ {
+		for k := kmax; k >= max(1, kmax-o.MaxShrink); k-- {
 			a := action{i: i, k: k, start: scheduler.MaxTime(y.t.Add(y.s.Delays.Dispatch(k)), g)}
 			if a != rules {
 				out = append(out, a)

@@ -1,24 +1,29 @@
 // Package lookahead asks how much of a model's bad rate is the scheduler's
 // fault. It replays one model's arrivals on N identical GPUs twice: once
 // under a compact model of Symphony's rules (hold a batch until sched_at,
-// the keep-up prune, drop what cannot finish) and once under a clairvoyant
-// scheduler that, at every decision, tries each way of waiting, shrinking
-// the batch or dropping heads against the arrivals that will actually come,
-// plays each forward under the rules for a horizon, and keeps whichever
-// serves the most requests.
+// the keep-up and window prunes, drop what cannot finish) and once under a
+// clairvoyant scheduler that, at every decision, tries waiting, the largest
+// batch that fits and up to MaxShrink smaller ones, behind up to MaxPrune
+// dropped heads, against the arrivals that will actually come; plays each
+// forward under the rules for a horizon; and keeps whichever serves the
+// most of the requests whose deadlines fall within it.
 //
 // The clairvoyant scheduler knows the future, which no real one does, and
 // it searches one decision deep, so it is neither an online policy nor an
 // exact optimum: it is a strong, reproducible reference. When it cannot
 // meet a target either, the target is a property of the load (Poisson
 // bursts against an SLO that caps the batch size), not of the rules; when
-// it beats the rules by far, a better rule exists.
+// it beats the rules by far, a better rule exists. Its horizon should
+// exceed the SLO, or most trials tie and it falls back on the rules.
 //
-// The rules here are a model of scheduler.ModelCore for one model on one
-// rank loop, not the same code: the real scheduler is a message-driven
-// state machine that cannot be copied mid-run for trial play. A test holds
-// the two within a fraction of a point of bad rate on the same arrivals.
-// The keep-up batch uses the offered rate rather than a measured one.
+// The rules here are a model of scheduler.ModelCore and RankCore for one
+// model on one rank loop (Lead 0), not the same code: the real scheduler
+// is a message-driven state machine that cannot be copied mid-run for
+// trial play. The model decides only at events (arrivals, sched_at, a GPU
+// becoming grantable), while the real cores also tick at a candidate's
+// invalid_after; the keep-up batch uses the offered rate rather than a
+// measured one. A test holds the two within 0.4 points of bad rate and 0.3
+// of mean batch on the same arrivals.
 package lookahead
 
 import (
@@ -93,8 +98,9 @@ type Result struct {
 	// size (index 0 unused).
 	Batches []int `json:"batches"`
 	// Decisions is how many times the scheduler decided with a GPU
-	// grantable and requests queued; Overrides says how the clairvoyant
-	// scheduler departed from the rules there (all zero under the rules).
+	// grantable and requests queued, and Overrides how the clairvoyant
+	// scheduler departed from the rules there (all zero under the rules),
+	// over the whole replay, warmup included.
 	Decisions int       `json:"decisions"`
 	Overrides Overrides `json:"overrides"`
 }

@@ -90,6 +90,20 @@ func loadWorkload(t *testing.T, name string, k float64) *workload.Workload {
 	return w.Scaled(k)
 }
 
+// replayRules replays w under the rules.
+func replayRules(t *testing.T, w *workload.Workload) (*Replay, Result) {
+	t.Helper()
+	r, err := FromWorkload(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, res
+}
+
 // TestRulesMatchSimulator holds the model of the rules to the real
 // scheduler: on the same arrivals, the bad rate and mean batch agree with
 // the simulator's, near the goodput and beyond it.
@@ -101,22 +115,23 @@ func TestRulesMatchSimulator(t *testing.T) {
 		{"table4-inceptionresnetv2.yaml", 1.07},
 		{"table4-inceptionresnetv2.yaml", 1.3},
 		{"table4-resnet50.yaml", 1.0},
+		{"small-batch", 1},   // batches reach the profile's largest size
+		{"small-batch", 1.5}, // and beyond capacity
 	} {
-		w := loadWorkload(t, tc.file, tc.k)
-		w.Duration = 10 * time.Second
+		var w *workload.Workload
+		if tc.file == "small-batch" {
+			w = smallBatchWorkload(t, tc.k)
+		} else {
+			w = loadWorkload(t, tc.file, tc.k)
+			w.Duration = 10 * time.Second
+		}
 		rep, err := sim.Run(w, sim.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := FromWorkload(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := r.Rules()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, got := replayRules(t, w)
 		want := rep.Models[0]
+		t.Logf("%s ×%g: bad %.4f sim %.4f; batch %.2f sim %.2f", tc.file, tc.k, got.BadRate(), want.BadRate, got.MeanBatch(), want.MeanBatchSize)
 		if got.Requests != int(want.Offered) {
 			t.Errorf("%s ×%g: %d requests in the window; the simulator counted %d", tc.file, tc.k, got.Requests, want.Offered)
 		}
@@ -134,14 +149,7 @@ func TestRulesMatchSimulator(t *testing.T) {
 func TestClairvoyantBeatsRules(t *testing.T) {
 	w := loadWorkload(t, "table4-inceptionresnetv2.yaml", 1.1)
 	w.Warmup, w.Duration = 500*time.Millisecond, 2*time.Second
-	r, err := FromWorkload(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := r.Rules()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, rules := replayRules(t, w)
 	o := Options{Horizon: 150 * time.Millisecond}
 	clair, err := r.Clairvoyant(o)
 	if err != nil {
@@ -163,5 +171,75 @@ func TestFromWorkloadWantsOneModel(t *testing.T) {
 	w := loadWorkload(t, "mixed-1080ti.yaml", 1)
 	if _, err := FromWorkload(w); err == nil || !strings.Contains(err.Error(), "exactly one") {
 		t.Fatalf("error %v; want one saying it replays exactly one model", err)
+	}
+}
+
+// A batch of the profile's largest size can take no more requests: the
+// rules start it at once, as the real scheduler does, rather than hold it
+// for a sched_at that does not exist.
+func TestFullBatchStartsAtOnce(t *testing.T) {
+	s := handSetting()
+	s.Profile = profile.MustLinear(time.Millisecond, 10*time.Millisecond, 4)
+	s.SLO = 100 * time.Millisecond
+	arr := []scheduler.Time{ms(0), ms(0), ms(0), ms(0)}
+	r, err := Rules(s, arr, 0, ms(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Served != 4 || r.Batches[4] != 1 {
+		t.Fatalf("served %d in batches %v; want all 4 in one batch", r.Served, r.Batches)
+	}
+}
+
+// smallBatchWorkload is a Poisson load on 2 GPUs whose profile caps the
+// batch at 8, far below what its 100ms SLO allows.
+func smallBatchWorkload(t *testing.T, k float64) *workload.Workload {
+	w := loadWorkload(t, "table4-resnet50.yaml", 1)
+	w.Warmup, w.Duration = time.Second, 5*time.Second
+	w.Cluster.GPUs = 2
+	m := &w.Models[0]
+	m.Profile = profile.MustLinear(time.Millisecond, 5*time.Millisecond, 8)
+	m.SLO = 100 * time.Millisecond
+	m.Rates = []workload.RatePhase{{Rate: 1000 * k}}
+	return w
+}
+
+// With a horizon shorter than the SLO, a trial scores only the requests
+// whose deadlines it reaches: holding a batch is not mistaken for losing it.
+func TestShortHorizonDoesNotStartEverythingEarly(t *testing.T) {
+	w := loadWorkload(t, "table4-resnet50.yaml", 1)
+	w.Warmup, w.Duration = 200*time.Millisecond, time.Second
+	w.Cluster.GPUs = 1
+	m := &w.Models[0]
+	m.Profile = profile.MustLinear(time.Millisecond, 5*time.Millisecond, 0)
+	m.SLO = 600 * time.Millisecond
+	m.Rates = []workload.RatePhase{{Rate: 400}}
+	r, rules := replayRules(t, w)
+	clair, err := r.Clairvoyant(Options{Horizon: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clair.Overrides.StartEarly > clair.Decisions/100 || clair.MeanBatch() < 0.9*rules.MeanBatch() {
+		t.Fatalf("clairvoyant: %+v overrides in %d decisions, mean batch %.1f (rules %.1f); want it to keep holding",
+			clair.Overrides, clair.Decisions, clair.MeanBatch(), rules.MeanBatch())
+	}
+}
+
+func TestFromWorkloadRejectsOtherRules(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*workload.Workload)
+		want string
+	}{
+		{func(w *workload.Workload) { w.Policy = scheduler.PolicyClockwork }, "policy clockwork"},
+		{func(w *workload.Workload) { w.Drop = scheduler.DropTimeout }, "drop timeout"},
+		{func(w *workload.Workload) { w.Schedulable = scheduler.SchedulableBetaLambda }, "schedulable beta-lambda"},
+		{func(w *workload.Workload) { w.Models[0].Rates = []workload.RatePhase{{Rate: 0}} }, "no requests"},
+	} {
+		w := loadWorkload(t, "table4-resnet50.yaml", 1)
+		w.Duration = time.Second
+		tc.edit(w)
+		if _, err := FromWorkload(w); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v; want one naming %q", err, tc.want)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package lookahead
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
 )
@@ -115,27 +114,27 @@ func (y *system) occupy(finish scheduler.Time) {
 	}
 }
 
-// holdFor is the latency of a batch one bigger than k: sched_at is the
-// head's deadline minus it.
-func (y *system) holdFor(k int) time.Duration {
+// schedAt is sched_at of a batch of k behind request i: the last moment it
+// could still take one more, its head's deadline less ℓ(k+1). A batch of
+// the profile's largest size can take no more: it is due at once.
+func (y *system) schedAt(i, k int) scheduler.Time {
 	if k >= y.maxBatch {
-		return 0
+		return scheduler.Past
 	}
-	return y.s.Profile.Latency(k + 1)
+	return y.deadline(i).Add(-y.s.Profile.Latency(k + 1))
 }
 
-// dropLate drops head requests that cannot finish even alone on the
-// earliest-free GPU.
+// dropLate drops head requests that cannot finish even alone on a GPU
+// granted now (ModelCore.update with no GPU in hand).
 func (y *system) dropLate() {
-	g := y.earliest()
-	for y.head < y.next && !y.fits(g, y.deadline(y.head), 1) {
+	for y.head < y.next && !y.fits(scheduler.Past, y.deadline(y.head), 1) {
 		y.head++
 	}
 }
 
-// action is one decision with a GPU grantable: start requests [i, i+k) at
-// start (dropping the queue before i), or, with k = 0, wait until the
-// clock reaches until.
+// action is one decision with a GPU grantable: drop the queue before
+// position i, then start requests [i, i+k) at start or, with k = 0, wait
+// until the clock reaches until.
 type action struct {
 	i, k  int
 	start scheduler.Time
@@ -144,7 +143,12 @@ type action struct {
 
 // apply carries out a.
 func (y *system) apply(a action, horizon scheduler.Time) bool {
+	if a.i < y.head || a.i > y.next {
+		y.err = fmt.Errorf("lookahead: decision at %v drops to position %d, outside the queue [%d, %d]", y.t, a.i, y.head, y.next)
+		return false
+	}
 	if a.k == 0 {
+		y.head = a.i
 		return y.step(horizon, a.until)
 	}
 	g := y.earliest()
@@ -220,6 +224,9 @@ func (y *system) play(horizon scheduler.Time, choose func(rules action) action) 
 			}
 			continue
 		}
+		if !y.trial {
+			y.decisions++
+		}
 		a := y.rules()
 		if choose != nil {
 			a = choose(a)
@@ -231,25 +238,33 @@ func (y *system) play(horizon scheduler.Time, choose func(rules action) action) 
 }
 
 // rules is what the model of Symphony's rules does now, a GPU being
-// grantable: the candidate (the largest batch behind the head, no GPU in
+// grantable. The candidate (the largest batch behind the head, no GPU in
 // hand) is held until sched_at = deadline − ℓ(bs+1), less its dispatch
-// delay; then the GPU is granted and the batch re-formed for its free
-// time, with the keep-up prune and the window prune of DropWindow.
+// delay (the rank loop's timer); then the GPU is granted, and, as
+// ModelCore.Grant does, the heads it came too late for are dropped and the
+// batch re-formed for its free time with the keep-up and window prunes of
+// DropWindow, to start at the new head's sched_at if that is later. If
+// nothing fits the GPU, the queue is dropped and the GPU handed back.
 func (y *system) rules() action {
 	bs := y.largest(y.head, scheduler.Past)
-	hold := y.deadline(y.head).Add(-y.holdFor(bs) - y.s.Delays.Dispatch(bs))
-	if hold > y.t {
-		return action{until: hold}
+	if hold := y.schedAt(y.head, bs).Add(-y.s.Delays.Dispatch(bs)); hold > y.t {
+		return action{i: y.head, until: hold}
 	}
 	g := y.earliest()
-	i, k := y.head, y.largest(y.head, g)
-	if k < y.next-y.head && k < y.maxBatch {
+	h := y.head
+	for h < y.next && !y.fits(g, y.deadline(h), 1) {
+		h++
+	}
+	if h == y.next {
+		return action{i: h, until: scheduler.Never}
+	}
+	i, k := h, y.largest(h, g)
+	if k < y.next-h && k < y.maxBatch {
 		i, k = y.pruneToKeepUp(g, i, k)
 		i, k = y.pruneWindow(g, i, k)
 	}
 	start := scheduler.MaxTime(y.t.Add(y.s.Delays.Dispatch(k)), g)
-	start = scheduler.MaxTime(start, y.deadline(i).Add(-y.holdFor(k)))
-	return action{i: i, k: k, start: start}
+	return action{i: i, k: k, start: scheduler.MaxTime(start, y.schedAt(i, k))}
 }
 
 func (y *system) keepsUp(b int) bool {

@@ -17,18 +17,28 @@ type Replay struct {
 	From, To scheduler.Time
 }
 
-// FromWorkload generates the arrivals of w, which must hold exactly one
-// model on a homogeneous cluster, with the same generator and seed as the
-// simulator, so that both see the same requests.
+// FromWorkload generates the arrivals of w with the same generator and
+// seed as the simulator, so that both see the same requests. w must hold
+// exactly one model on a fixed cluster of one kind of GPU, scheduled by the
+// rules this package models: the symphony policy with its default
+// schedulable condition (sched-at) and drop policy (window).
 func FromWorkload(w *workload.Workload) (*Replay, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	if len(w.Models) != 1 {
+	switch {
+	case len(w.Models) != 1:
 		return nil, fmt.Errorf("lookahead: workload %s has %d models; it replays exactly one", w.Source, len(w.Models))
-	}
-	if w.Epoch != nil {
+	case w.Epoch != nil:
 		return nil, fmt.Errorf("lookahead: workload %s runs an epoch job; it replays a fixed cluster", w.Source)
+	case len(w.Cluster.GPUTypes) > 1:
+		return nil, fmt.Errorf("lookahead: workload %s has %d GPU types; it replays one kind of GPU", w.Source, len(w.Cluster.GPUTypes))
+	case w.Policy != scheduler.PolicySymphony:
+		return nil, fmt.Errorf("lookahead: workload %s has policy %v; it models the symphony policy's rules only", w.Source, w.Policy)
+	case w.Schedulable != scheduler.SchedulableDefault && w.Schedulable != scheduler.SchedulableSchedAt:
+		return nil, fmt.Errorf("lookahead: workload %s has schedulable %v; it models sched-at only", w.Source, w.Schedulable)
+	case w.Drop != scheduler.DropDefault && w.Drop != scheduler.DropWindow:
+		return nil, fmt.Errorf("lookahead: workload %s has drop %v; it models the window drop policy only", w.Source, w.Drop)
 	}
 	m := &w.Models[0]
 	end := w.Warmup + w.Duration
@@ -45,6 +55,7 @@ func FromWorkload(w *workload.Workload) (*Replay, error) {
 		To:   scheduler.Time(end),
 	}
 	gen := workload.NewGenerator(w, end)
+	inWindow := 0
 	for {
 		_, at, ok := gen.Peek()
 		if !ok {
@@ -52,19 +63,14 @@ func FromWorkload(w *workload.Workload) (*Replay, error) {
 		}
 		gen.Pop()
 		r.Arrivals = append(r.Arrivals, at)
-	}
-	return r, r.Setting.Validate()
-}
-
-// OfferedRPS is the measured window's arrival rate.
-func (r *Replay) OfferedRPS() float64 {
-	n := 0
-	for _, a := range r.Arrivals {
-		if a >= r.From && a < r.To {
-			n++
+		if at >= r.From {
+			inWindow++
 		}
 	}
-	return float64(n) / r.To.Sub(r.From).Seconds()
+	if inWindow == 0 {
+		return nil, fmt.Errorf("lookahead: workload %s offers no requests in its measured window", w.Source)
+	}
+	return r, r.Setting.Validate()
 }
 
 // Rules replays the arrivals under the rules.

@@ -75,7 +75,7 @@ func FindGoodput(w *workload.Workload, opts GoodputOptions) (*report.Report, err
 // It brackets the answer by doubling or halving from 1, then bisects; ok
 // sees every multiplier tried and keeps what it needs of each run. found is
 // false if ok fails even at a millionth of the load; an error from ok ends
-// the search.
+// the search, and so does ok holding at every load tried (2^39 times).
 func SearchMultiplier(ok func(k float64) (bool, error), prec float64) (found bool, err error) {
 	lo, hi := 0.0, math.Inf(1)
 	k := 1.0
@@ -94,6 +94,9 @@ func SearchMultiplier(ok func(k float64) (bool, error), prec float64) (found boo
 		if k < 1e-6 {
 			return false, nil
 		}
+	}
+	if math.IsInf(hi, 1) {
+		return false, fmt.Errorf("goodput search: the target still holds at %.3gx the offered load; is any load offered?", lo)
 	}
 	for hi-lo > prec*lo {
 		mid := (lo + hi) / 2

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,7 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	maxPrune := fs.Int("max-prune", 6, "most head requests a clairvoyant trial may drop")
 	maxShrink := fs.Int("max-shrink", 4, "how far below the largest batch a clairvoyant trial may go")
 	seed := fs.Uint64("seed", 0, "override the workload's seed")
-	quiet := fs.Bool("quiet", false, "print no progress on stderr")
+	quiet := fs.Bool("quiet", false, "log nothing on stderr (by default each replay is logged as it ends)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,8 +40,8 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	if *mults != "" {
 		for _, f := range strings.Split(*mults, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(v > 0) {
-				return usageErr("--multipliers: %q is not a positive number", f)
+			if err != nil || !(v > 0) || math.IsInf(v, 1) {
+				return usageErr("--multipliers: %q is not a positive finite number", f)
 			}
 			cfg.Multipliers = append(cfg.Multipliers, v)
 		}
@@ -53,6 +54,9 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 		w.Seed = *seed
 	}
 	log := newLogger(stderr, *quiet)
+	if w.Models[0].SLO > *horizon {
+		log.Warn().Dur("slo", w.Models[0].SLO).Dur("horizon", *horizon).Msg("the horizon is shorter than the SLO: most trials will tie and the clairvoyant scheduler fall back on the rules; raise --horizon")
+	}
 	cfg.Step = func(s lookahead.Step) {
 		log.Info().Str("scheduler", string(s.Scheduler)).Float64("multiplier", round(s.Multiplier, 4)).
 			Float64("offered_rps", round(s.OfferedRPS, 1)).Float64("bad_rate", round(s.BadRate, 4)).

@@ -38,7 +38,8 @@ func TestSimLookaheadErrors(t *testing.T) {
 	}{
 		{[]string{"sim", "lookahead"}, "-f WORKLOAD is required"},
 		{[]string{"sim", "lookahead", "-f", "../../testdata/workloads/mixed-1080ti.yaml"}, "exactly one"},
-		{[]string{"sim", "lookahead", "-f", table4, "--multipliers", "1,x"}, `"x" is not a positive number`},
+		{[]string{"sim", "lookahead", "-f", table4, "--multipliers", "1,x"}, `"x" is not a positive finite number`},
+		{[]string{"sim", "lookahead", "-f", table4, "--multipliers", "inf"}, `"inf" is not a positive finite number`},
 		{[]string{"sim", "lookahead", "-f", table4, "--horizon", "0s"}, "must be positive"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)

@@ -82,7 +82,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:7100", "address to listen on for frontends and backends")
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork")
 	maxGPUs := fs.Int("max-gpus", 1024, "most GPUs the cluster may have")
-	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (0: the longest SLO plus 1s)")
+	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (0: the longest SLO plus 1s; negative: none); a second signal cuts it short")
 	verbose := fs.Bool("v", false, "log every connection and more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -109,9 +109,6 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	sc := service.Default()
 	sc.Addr, sc.Network, sc.Models, sc.Log, sc.MaxGPUs = *addr, cc.Network, cc.Models, log, *maxGPUs
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cc.Policy, cc.Schedulable, cc.Drop, cc.Delays
-	if *drain < 0 {
-		return usageErr("--drain must not be negative")
-	}
 	sc.DrainTimeout = *drain
 	svc, err := service.Start(sc)
 	if err != nil {
@@ -121,6 +118,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	<-ctx.Done()
+	stop() // a second signal now kills the process, cutting a long drain short
 	svc.Close()
 	st := svc.Snapshot()
 	log.Info().Uint64("tasks", st.Tasks).Uint64("planned", st.Planned).Uint64("dropped", st.Dropped).Uint64("failed", st.Failed).Msg("scheduler stopped")

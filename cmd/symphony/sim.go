@@ -86,8 +86,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *sweep != "" {
 		for _, f := range strings.Split(*sweep, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(v > 0) {
-				return usageErr("--sweep: %q is not a positive number", f)
+			if err != nil || !(v > 0) || math.IsInf(v, 1) {
+				return usageErr("--sweep: %q is not a positive finite number", f)
 			}
 			multipliers = append(multipliers, v)
 		}

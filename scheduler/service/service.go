@@ -53,7 +53,8 @@ type Config struct {
 	WakeupSlack time.Duration
 	// DrainTimeout is how long Close waits for the plans already sent to
 	// backends to finish; 0 means the longest model SLO plus a second,
-	// by when every such plan has met or missed its deadline.
+	// by when every such plan has met or missed its deadline, and a
+	// negative one not to wait at all.
 	DrainTimeout time.Duration
 	Log          zerolog.Logger
 }
@@ -94,8 +95,6 @@ func (c Config) Validate() error {
 		return errors.New("service: no models")
 	case c.MaxGPUs < 1 || c.MaxGPUs > 1<<20:
 		return fmt.Errorf("service: max GPUs %d out of range", c.MaxGPUs)
-	case c.DrainTimeout < 0:
-		return fmt.Errorf("service: drain timeout %v is negative", c.DrainTimeout)
 	case c.Policy == scheduler.PolicyNexus:
 		return errors.New("service: the nexus policy exists only in the simulator")
 	}
@@ -133,6 +132,7 @@ type Service struct {
 	backends     map[*backendConn]struct{}
 	gpus         []gpuState
 	closed       bool
+	closeDone    chan struct{} // closed when Close has finished
 	// inFlight counts the plans sent to backends and not yet reported
 	// free or failed; drained is signalled, while closing, when it may
 	// have reached zero or the drain timed out (drainOver).
@@ -207,6 +207,7 @@ func Start(cfg Config) (*Service, error) {
 		frontends: make(map[scheduler.FrontendID]*frontendConn),
 		backends:  make(map[*backendConn]struct{}),
 		gpus:      make([]gpuState, cfg.MaxGPUs),
+		closeDone: make(chan struct{}),
 	}
 	s.drained = sync.NewCond(&s.mu)
 	if s.cfg.DrainTimeout == 0 {
@@ -254,15 +255,18 @@ func (s *Service) Addr() string { return s.ln.Addr() }
 // waits, up to Config.DrainTimeout, for the plans already sent to backends
 // to finish (their results go straight to the frontends). A plan still out
 // after that ends with a shutdown drop, so that its frontend hears now
-// rather than by its safety timer. Then every connection closes.
+// rather than by its safety timer. Then every connection closes. A Close
+// while another is under way waits for it.
 func (s *Service) Close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		<-s.closeDone
 		return
 	}
 	s.closed = true
 	s.mu.Unlock()
+	defer close(s.closeDone)
 	s.sched.Stop()
 	s.drain()
 	s.mu.Lock()
@@ -280,7 +284,7 @@ func (s *Service) Close() {
 // drain waits for the plans in flight to finish, up to the drain timeout,
 // and ends the requests of those still out with a shutdown drop.
 func (s *Service) drain() {
-	timer := time.AfterFunc(s.cfg.DrainTimeout, func() {
+	timer := time.AfterFunc(max(s.cfg.DrainTimeout, 0), func() {
 		s.mu.Lock()
 		s.drainOver = true
 		s.drained.Broadcast()
@@ -618,8 +622,10 @@ func (s *Service) Planned(p *scheduler.BatchPlan) {
 	// backendGone already failed them with the plan recorded.
 	s.mu.Lock()
 	if b != nil && !b.gone {
-		delete(st.outstanding, plan.ID)
-		s.planEnded()
+		if _, ok := st.outstanding[plan.ID]; ok {
+			delete(st.outstanding, plan.ID)
+			s.planEnded()
+		}
 	} else if b != nil {
 		s.mu.Unlock()
 		return
