@@ -1,11 +1,22 @@
 package lookahead
 
-import "github.com/symphony-serving/symphony/scheduler"
+import (
+	"sync"
+
+	"github.com/symphony-serving/symphony/scheduler"
+)
 
 // playClairvoyant runs the whole replay, deciding each time by trial play.
+// A decision's trials are independent, so o.Workers goroutines share them;
+// the choice depends only on the scores, never on which worker ran what.
 func (y *system) playClairvoyant(o Options) {
-	trial := &system{}
+	trials := make([]*system, o.Workers)
+	for w := range trials {
+		trials[w] = &system{}
+	}
 	var options []action
+	var scores []int
+	var errs []error
 	total := len(y.arr)
 	y.play(scheduler.Never, func(rules action) action {
 		if o.Progress != nil && y.decisions%4096 == 0 && total > 0 {
@@ -17,19 +28,37 @@ func (y *system) playClairvoyant(o Options) {
 		for cut < len(y.arr) && y.deadline(cut) <= horizon {
 			cut++
 		}
-		best, bestScore := 0, -1
-		for n, a := range options {
-			trial.copyFrom(y)
-			trial.trial, trial.cut, trial.scored = true, cut, 0
-			if trial.apply(a, horizon) {
-				trial.play(horizon, nil)
+		scores = append(scores[:0], make([]int, len(options))...)
+		errs = append(errs[:0], make([]error, len(options))...)
+		try := func(trial *system, first, stride int) {
+			for n := first; n < len(options); n += stride {
+				trial.copyFrom(y)
+				trial.trial, trial.cut, trial.scored = true, cut, 0
+				if trial.apply(options[n], horizon) {
+					trial.play(horizon, nil)
+				}
+				scores[n], errs[n] = trial.scored, trial.err
 			}
-			if trial.err != nil {
-				y.err = trial.err
+		}
+		workers := min(len(trials), len(options))
+		var wg sync.WaitGroup
+		for w := 1; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				try(trials[w], w, workers)
+			}()
+		}
+		try(trials[0], 0, workers)
+		wg.Wait()
+		best := 0
+		for n := range options {
+			if errs[n] != nil {
+				y.err = errs[n]
 				return rules
 			}
-			if trial.scored > bestScore {
-				best, bestScore = n, trial.scored
+			if scores[n] > scores[best] {
+				best = n
 			}
 		}
 		if best != 0 {

@@ -28,6 +28,7 @@ package lookahead
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
@@ -70,6 +71,9 @@ type Options struct {
 	// MaxShrink is how far below the largest batch that fits a trial may
 	// go; 0 means 4.
 	MaxShrink int
+	// Workers is how many goroutines share each decision's trials; 0
+	// means GOMAXPROCS. The result does not depend on it.
+	Workers int
 	// Progress, when set, is called now and then with the fraction of the
 	// arrivals decided.
 	Progress func(done float64)
@@ -84,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxShrink <= 0 {
 		o.MaxShrink = 4
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	return o
 }
