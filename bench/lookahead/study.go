@@ -1,9 +1,12 @@
 package lookahead
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/symphony-serving/symphony/bench/sim"
@@ -170,4 +173,40 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintln(w)
 	return err
+}
+
+// WriteCSV writes one row per replay.
+func (r *Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"scheduler", "multiplier", "offered_rps", "goodput_rps", "bad_rate", "mean_batch_size",
+		"decisions", "start_early", "wait", "smaller_batch", "other_heads"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
+	for _, s := range r.Steps {
+		o := s.Overrides
+		_ = cw.Write([]string{string(s.Scheduler), f(s.Multiplier), f(s.OfferedRPS), f(s.GoodputRPS), f(s.BadRate), f(s.MeanBatch),
+			strconv.Itoa(s.Decisions), strconv.Itoa(o.StartEarly), strconv.Itoa(o.Wait), strconv.Itoa(o.SmallerBatch), strconv.Itoa(o.OtherHeads)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// BadRateCurves returns, per scheduler, its replays' (offered req/s, bad
+// rate %) points in order of offered load, for a chart.
+func (r *Report) BadRateCurves() map[string][][2]float64 {
+	curves := map[string][][2]float64{}
+	for _, s := range r.Steps {
+		curves[string(s.Scheduler)] = append(curves[string(s.Scheduler)], [2]float64{s.OfferedRPS, 100 * s.BadRate})
+	}
+	for _, pts := range curves {
+		slices.SortFunc(pts, func(a, b [2]float64) int {
+			switch {
+			case a[0] < b[0]:
+				return -1
+			case a[0] > b[0]:
+				return 1
+			}
+			return 0
+		})
+	}
+	return curves
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/lookahead"
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 )
 
@@ -19,6 +20,8 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	file := fs.String("f", "", "single-model workload file (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
+	csvPath := fs.String("csv", "", "write one row per replay as CSV to `FILE`")
+	plotDir := fs.String("plot", "", "write the bad rate against offered load of both schedulers as SVG and PNG into `DIR`")
 	mults := fs.String("multipliers", "", "comma-separated load multipliers to replay (default: search each scheduler's goodput)")
 	horizon := fs.Duration("horizon", 300*time.Millisecond, "how far each clairvoyant trial plays ahead")
 	maxPrune := fs.Int("max-prune", 6, "most head requests a clairvoyant trial may drop")
@@ -65,6 +68,18 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	rep, err := lookahead.Study(w, cfg)
 	if err != nil {
 		return err
+	}
+	if *csvPath != "" {
+		if err := writeFile(*csvPath, rep.WriteCSV); err != nil {
+			return err
+		}
+	}
+	if *plotDir != "" {
+		paths, err := report.WriteCurvePlot(*plotDir, "lookahead-bad-rate", "offered load (req/s)", "bad rate (%)", rep.BadRateCurves())
+		if err != nil {
+			return err
+		}
+		log.Info().Strs("files", paths).Msg("charts written")
 	}
 	if *asJSON {
 		return rep.WriteJSON(stdout)

@@ -2,13 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 func TestSimLookaheadJSON(t *testing.T) {
 	w := shortened(t, "../../testdata/workloads/table4-inceptionresnetv2.yaml")
-	code, out, stderr := runCLI(t, "sim", "lookahead", "-f", w, "--multipliers", "1.1", "--horizon", "150ms", "--json", "--quiet")
+	dir := t.TempDir()
+	code, out, stderr := runCLI(t, "sim", "lookahead", "-f", w, "--multipliers", "1.1", "--horizon", "150ms", "--json", "--quiet",
+		"--csv", filepath.Join(dir, "steps.csv"), "--plot", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -28,6 +32,18 @@ func TestSimLookaheadJSON(t *testing.T) {
 	}
 	if rep.Steps[0].OfferedRPS != rep.Steps[1].OfferedRPS || rep.Steps[1].BadRate > rep.Steps[0].BadRate {
 		t.Fatalf("steps %+v: both replays must see the same arrivals, and the clairvoyant one do no worse", rep.Steps)
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "steps.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(csv)), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "rules,1.1,") {
+		t.Errorf("CSV %q: want a header and one row per replay", csv)
+	}
+	for _, ext := range []string{".svg", ".png"} {
+		if st, err := os.Stat(filepath.Join(dir, "lookahead-bad-rate"+ext)); err != nil || st.Size() == 0 {
+			t.Errorf("chart %s: %v", ext, err)
+		}
 	}
 }
 

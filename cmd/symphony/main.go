@@ -21,7 +21,7 @@ Usage:
                [--schedulable sched-at|beta-lambda] [--drop timeout|window]
       Run the scheduler in the discrete-event simulator on a workload file.
   symphony sim lookahead -f WORKLOAD [--multipliers LIST] [--horizon D] [--json]
-               [--max-prune N] [--max-shrink N] [--seed N] [--quiet]
+               [--csv FILE] [--plot DIR] [--max-prune N] [--max-shrink N] [--seed N]
       Replay one model's arrivals under the scheduler's rules and under a
       clairvoyant scheduler that knows every future arrival: how much of the
       bad rate a better rule could remove.
