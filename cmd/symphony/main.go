@@ -32,7 +32,7 @@ Usage:
       emulated GPUs, a frontend), driven by the load generator.
   symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
       The same load and report against a running cluster.
-  symphony scheduler [-f WORKLOAD] [--addr ADDR] [--drain D]
+  symphony scheduler [-f WORKLOAD] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
   symphony backend --scheduler ADDR [--gpus N]
   symphony frontend --scheduler ADDR [--http-addr ADDR]
       The separate processes of a deployment (see README).

@@ -23,6 +23,7 @@ import (
 	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/scheduler/service/metrics"
 	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/tcp"
 )
@@ -83,6 +84,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork")
 	maxGPUs := fs.Int("max-gpus", 1024, "most GPUs the cluster may have")
 	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (0: the longest SLO plus 1s; negative: none); a second signal cuts it short")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	verbose := fs.Bool("v", false, "log every connection and more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -115,6 +117,15 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "scheduler listening on %s (%d models, policy %v)\n", svc.Addr(), len(sc.Models), sc.Policy)
+	if *metricsAddr != "" {
+		srv, addr, err := serveHTTP(*metricsAddr, metricsMux(svc), log)
+		if err != nil {
+			svc.Close()
+			return err
+		}
+		defer srv.Close()
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", addr)
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	<-ctx.Done()
@@ -210,17 +221,34 @@ func serveGateway(client *frontend.Client, addr string, log zerolog.Logger) (*ht
 	if err != nil {
 		return nil, "", err
 	}
-	ln, err := net.Listen("tcp", addr)
+	srv, bound, err := serveHTTP(addr, gw, log)
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	return srv, bound, nil
+}
+
+// serveHTTP serves h on addr in the background and returns the server and
+// the address it listens on.
+func serveHTTP(addr string, h http.Handler, log zerolog.Logger) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Msg("gateway stopped")
+			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("HTTP server stopped")
 		}
 	}()
 	return srv, ln.Addr().String(), nil
+}
+
+// metricsMux serves svc's Prometheus metrics at /metrics.
+func metricsMux(svc *service.Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(svc))
+	return mux
 }
 
 // gatewayClient adapts a frontend client to the gateway's Inferer.

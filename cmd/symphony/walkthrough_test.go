@@ -64,8 +64,9 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 		return p
 	}
 
-	sched := start("scheduler", "scheduler", "-f", wl, "--addr", "127.0.0.1:0")
+	sched := start("scheduler", "scheduler", "-f", wl, "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 	addr := sched.waitLine(t, regexp.MustCompile(`^scheduler listening on (\S+) \(2 models`), 15*time.Second)[1]
+	metricsURL := sched.waitLine(t, regexp.MustCompile(`^metrics on (http://\S+)$`), 15*time.Second)[1]
 	b1 := start("backend b1", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b1")
 	b2 := start("backend b2", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b2")
 	front := start("frontend", "frontend", "--scheduler", addr, "--http-addr", "127.0.0.1:0", "--name", "f1")
@@ -154,6 +155,9 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 		break
 	}
 
+	// The scheduler's Prometheus metrics saw the cluster and the load.
+	checkSchedulerMetrics(t, hc, metricsURL)
+
 	// SIGTERM everything, newest first; each must exit by itself, cleanly.
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].signal(t, syscall.SIGTERM)
@@ -167,6 +171,30 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 	}
 	if skipLatency != "" {
 		t.Skipf("the processes worked, but their latency was not checked: %s (other jobs had the CPUs)", skipLatency)
+	}
+}
+
+// checkSchedulerMetrics scrapes the scheduler's /metrics: four GPUs of two
+// backends online, one frontend, and tasks received and planned.
+func checkSchedulerMetrics(t *testing.T, hc *http.Client, url string) {
+	t.Helper()
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{"symphony_scheduler_online_gpus 4\n", "symphony_scheduler_backends 2\n", "symphony_scheduler_frontends 1\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("GET %s: no %q in\n%s", url, strings.TrimSpace(want), text)
+		}
+	}
+	for _, name := range []string{"symphony_scheduler_tasks_total", "symphony_scheduler_planned_requests_total"} {
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(text)
+		if m == nil || m[1] == "0" {
+			t.Errorf("GET %s: %s is %v; want the load's requests counted", url, name, m)
+		}
 	}
 }
 

@@ -152,13 +152,25 @@ type Stats struct {
 	// for their results and their inputs left with the frontend.
 	Orphaned                                 uint64
 	Frontends, Backends, OnlineGPUs, Rejects int
+	// PlansInFlight is the number of plans sent to backends and not yet
+	// reported finished.
+	PlansInFlight int
+	// RankBusy is how long the rank loop has spent working, and RankWall
+	// how long it has run: their ratio is its utilization.
+	RankBusy, RankWall time.Duration
 }
 
 // Snapshot returns a copy of the counters.
 func (s *Service) Snapshot() Stats {
+	s.mu.Lock()
+	inFlight := s.inFlight
+	s.mu.Unlock()
+	busy, wall := s.sched.RankStats()
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	return s.stats
+	st := s.stats
+	st.PlansInFlight, st.RankBusy, st.RankWall = inFlight, busy, wall
+	return st
 }
 
 func (s *Service) count(f func(*Stats)) {
