@@ -21,9 +21,10 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
+	frontmetrics "github.com/symphony-serving/symphony/frontend/metrics"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
-	"github.com/symphony-serving/symphony/scheduler/service/metrics"
+	schedmetrics "github.com/symphony-serving/symphony/scheduler/service/metrics"
 	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/tcp"
 )
@@ -213,15 +214,20 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	return srv.Shutdown(sctx)
 }
 
-// serveGateway serves the KServe v2 gateway for client on addr.
+// serveGateway serves the KServe v2 gateway for client on addr, with the
+// frontend's Prometheus metrics at /metrics.
 func serveGateway(client *frontend.Client, addr string, log zerolog.Logger) (*http.Server, string, error) {
+	m := frontmetrics.New(client.Stats())
 	gc := gateway.Default()
-	gc.Log = log
+	gc.Log, gc.Observe = log, m.Observe
 	gw, err := gateway.New(gatewayClient{client}, gc)
 	if err != nil {
 		return nil, "", err
 	}
-	srv, bound, err := serveHTTP(addr, gw, log)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.Handle("/", gw)
+	srv, bound, err := serveHTTP(addr, mux, log)
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
@@ -247,7 +253,7 @@ func serveHTTP(addr string, h http.Handler, log zerolog.Logger) (*http.Server, s
 // metricsMux serves svc's Prometheus metrics at /metrics.
 func metricsMux(svc *service.Service) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(svc))
+	mux.Handle("/metrics", schedmetrics.Handler(svc))
 	return mux
 }
 

@@ -155,8 +155,10 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 		break
 	}
 
-	// The scheduler's Prometheus metrics saw the cluster and the load.
+	// The Prometheus metrics of the scheduler and of the frontend saw the
+	// cluster and the load.
 	checkSchedulerMetrics(t, hc, metricsURL)
+	checkFrontendMetrics(t, hc, gw+"/metrics")
 
 	// SIGTERM everything, newest first; each must exit by itself, cleanly.
 	for i := len(procs) - 1; i >= 0; i-- {
@@ -174,9 +176,8 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 	}
 }
 
-// checkSchedulerMetrics scrapes the scheduler's /metrics: four GPUs of two
-// backends online, one frontend, and tasks received and planned.
-func checkSchedulerMetrics(t *testing.T, hc *http.Client, url string) {
+// scrape returns the text of a Prometheus endpoint.
+func scrape(t *testing.T, hc *http.Client, url string) string {
 	t.Helper()
 	resp, err := hc.Get(url)
 	if err != nil {
@@ -184,18 +185,44 @@ func checkSchedulerMetrics(t *testing.T, hc *http.Client, url string) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	text := string(body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d: %s", url, resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// positive checks that the unlabelled or labelled series named (a
+// regular expression) has a positive value.
+func positive(t *testing.T, url, text, series string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + series + ` (\S+)$`).FindStringSubmatch(text)
+	if m == nil || m[1] == "0" {
+		t.Errorf("GET %s: %s is %v; want the load's requests counted", url, series, m)
+	}
+}
+
+// checkFrontendMetrics scrapes the frontend gateway's /metrics: the
+// gateway answered ResNet50 requests, and the client counted results.
+func checkFrontendMetrics(t *testing.T, hc *http.Client, url string) {
+	t.Helper()
+	text := scrape(t, hc, url)
+	positive(t, url, text, `symphony_gateway_requests_total\{code="200",model="ResNet50"\}`)
+	positive(t, url, text, `symphony_gateway_request_duration_seconds_count\{model="ResNet50"\}`)
+	positive(t, url, text, `symphony_frontend_answered_requests_total`)
+}
+
+// checkSchedulerMetrics scrapes the scheduler's /metrics: four GPUs of two
+// backends online, one frontend, and tasks received and planned.
+func checkSchedulerMetrics(t *testing.T, hc *http.Client, url string) {
+	t.Helper()
+	text := scrape(t, hc, url)
 	for _, want := range []string{"symphony_scheduler_online_gpus 4\n", "symphony_scheduler_backends 2\n", "symphony_scheduler_frontends 1\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("GET %s: no %q in\n%s", url, strings.TrimSpace(want), text)
 		}
 	}
-	for _, name := range []string{"symphony_scheduler_tasks_total", "symphony_scheduler_planned_requests_total"} {
-		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(text)
-		if m == nil || m[1] == "0" {
-			t.Errorf("GET %s: %s is %v; want the load's requests counted", url, name, m)
-		}
-	}
+	positive(t, url, text, "symphony_scheduler_tasks_total")
+	positive(t, url, text, "symphony_scheduler_planned_requests_total")
 }
 
 // walkthroughStats are the report fields the walk-through checks

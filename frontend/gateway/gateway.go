@@ -65,6 +65,11 @@ type Config struct {
 	// Log receives the gateway's logs: one debug line per inference
 	// request and an error line for each 500. The zero Logger discards.
 	Log zerolog.Logger
+	// Observe, if set, is called once per inference request as it ends,
+	// for metrics: with the model ("" for one the frontend does not
+	// serve, so that arbitrary paths cannot inflate a label), the status
+	// (499 for a caller that left) and the time the gateway took.
+	Observe func(model string, status int, took time.Duration)
 }
 
 // Default returns the settings a gateway starts from: 64 MiB bodies, which
@@ -209,6 +214,13 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 			ev = ev.Str("bad_request", clientError)
 		}
 		ev.Err(err).Msg("infer")
+		if g.cfg.Observe != nil {
+			served := model
+			if _, ok := g.inf.Model(model); !ok {
+				served = ""
+			}
+			g.cfg.Observe(served, status, time.Since(start))
+		}
 	}()
 	fail := func(code int, msg string) {
 		status, clientError = code, msg

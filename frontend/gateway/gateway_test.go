@@ -720,3 +720,37 @@ func TestTimedInfererReportsTheBatch(t *testing.T) {
 		t.Errorf("batch parameters without a TimedInferer: %s", rec.Body)
 	}
 }
+
+// Observe sees every inference request once, with its status; a model the
+// frontend does not serve is reported as "", whatever the path said.
+func TestObserveSeesEveryInference(t *testing.T) {
+	type seen struct {
+		model  string
+		status int
+	}
+	var got []seen
+	f := newFake()
+	f.infer = func(_ context.Context, model string, input []byte) ([]byte, error) {
+		if model != "resnet" {
+			return nil, fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
+		}
+		return input, nil
+	}
+	g := newGateway(t, f, func(c *Config) {
+		c.Observe = func(model string, status int, took time.Duration) {
+			if took < 0 {
+				t.Errorf("negative duration %v", took)
+			}
+			got = append(got, seen{model, status})
+		}
+	})
+	body := []byte(`{"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":["hi"]}]}`)
+	do(g, http.MethodPost, "/v2/models/resnet/infer", body, nil)
+	do(g, http.MethodPost, "/v2/models/resnet/infer", []byte(`{`), nil)
+	do(g, http.MethodPost, "/v2/models/some-random-path-1234/infer", body, nil)
+	do(g, http.MethodGet, "/v2/models/resnet/ready", nil, nil) // not an inference
+	want := []seen{{"resnet", http.StatusOK}, {"resnet", http.StatusBadRequest}, {"", http.StatusNotFound}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("observed %v; want %v", got, want)
+	}
+}

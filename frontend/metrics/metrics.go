@@ -1,0 +1,64 @@
+// Package metrics exports a frontend's request outcomes in the Prometheus
+// format: per model and status, the inference requests its KServe gateway
+// answered and how long they took, and the client's own end counts
+// (answered, dropped, failed), which cover embedded callers too.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/symphony-serving/symphony/frontend"
+)
+
+// Metrics holds a frontend's metrics on a registry of its own.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// New returns the metrics of the client whose counters stats holds
+// (Client.Stats()).
+func New(stats *frontend.Stats) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "symphony_gateway_requests_total",
+			Help: "Inference requests the KServe gateway answered, by model (\"\" for one not served) and HTTP status.",
+		}, []string{"model", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "symphony_gateway_request_duration_seconds",
+			Help: "Time from an inference request's arrival at the gateway to its answer, by model.",
+			// 0.5ms to 8s: the SLOs of the paper's zoos are 20-200ms.
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15),
+		}, []string{"model"}),
+	}
+	ends := func(name, help string, v func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "symphony_frontend_" + name, Help: help},
+			func() float64 { return float64(v()) })
+	}
+	m.reg.MustRegister(m.requests, m.duration,
+		ends("submitted_requests_total", "Requests submitted to the scheduler.", stats.Submitted.Load),
+		ends("answered_requests_total", "Requests that ended with a result.", stats.Answered.Load),
+		ends("dropped_requests_total", "Requests that ended with a drop (deadline, overload, shutdown, canceled).", stats.Dropped.Load),
+		ends("failed_requests_total", "Requests that ended with an error.", stats.Failed.Load),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Observe records one gateway request; it is gateway.Config.Observe.
+func (m *Metrics) Observe(model string, status int, took time.Duration) {
+	m.requests.WithLabelValues(model, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(model).Observe(took.Seconds())
+}
+
+// Handler serves the metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
