@@ -62,6 +62,11 @@ func TestSchedulerCloseDrainsPlansInFlight(t *testing.T) {
 		calls = append(calls, f.Go(context.Background(), "slow", input(i)))
 	}
 	waitFor(t, func() bool { return c.Scheduler.Snapshot().Tasks == 4 })
+	// The running batch's plan is in flight, as Snapshot (and so the
+	// scheduler's metrics) reports.
+	if st := c.Scheduler.Snapshot(); st.PlansInFlight < 1 || st.RankWall <= 0 {
+		t.Errorf("snapshot %+v; want a plan in flight and the rank loop's running time", st)
+	}
 
 	closed := make(chan struct{})
 	go func() {

@@ -124,7 +124,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), client.DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.Result)
 	}
 	if *httpAddr != "" {
-		srv, addr, err := serveGateway(client, *httpAddr, log)
+		srv, addr, err := serveGateway(client, *httpAddr, true, log)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +131,18 @@ func TestBenchSchedulerJSON(t *testing.T) {
 	}
 	if res.RequestsPerSecond <= 0 || len(res.Runs) != 1 {
 		t.Errorf("requests_per_second %v with %d runs; want a positive rate from one run", res.RequestsPerSecond, len(res.Runs))
+	}
+}
+
+// A taken metrics port fails the scheduler's start, naming the flag.
+func TestSchedulerMetricsAddrTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, stderr := runCLI(t, "scheduler", "--addr", "127.0.0.1:0", "--metrics-addr", ln.Addr().String())
+	if code == 0 || !strings.Contains(stderr, "--metrics-addr") {
+		t.Fatalf("exit %d, stderr %q; want a failure naming --metrics-addr", code, stderr)
 	}
 }

@@ -113,19 +113,24 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	sc.Addr, sc.Network, sc.Models, sc.Log, sc.MaxGPUs = *addr, cc.Network, cc.Models, log, *maxGPUs
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cc.Policy, cc.Schedulable, cc.Drop, cc.Delays
 	sc.DrainTimeout = *drain
+	var metricsLn net.Listener
+	if *metricsAddr != "" {
+		// Bound before the scheduler starts, so that a taken port fails
+		// the start, naming the flag.
+		if metricsLn, err = net.Listen("tcp", *metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	svc, err := service.Start(sc)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "scheduler listening on %s (%d models, policy %v)\n", svc.Addr(), len(sc.Models), sc.Policy)
-	if *metricsAddr != "" {
-		srv, addr, err := serveHTTP(*metricsAddr, metricsMux(svc), log)
-		if err != nil {
-			svc.Close()
-			return err
-		}
+	if metricsLn != nil {
+		srv := serveOn(metricsLn, metricsMux(svc), log)
 		defer srv.Close()
-		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", addr)
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
 	ctx, stop := signalContext()
 	defer stop()
@@ -181,6 +186,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
 	dp := addDataPathFlags(fs)
+	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address")
 	verbose := fs.Bool("v", false, "log more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -200,7 +206,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	defer client.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	srv, addr, err := serveGateway(client, *httpAddr, log)
+	srv, addr, err := serveGateway(client, *httpAddr, *withMetrics, log)
 	if err != nil {
 		return err
 	}
@@ -215,39 +221,40 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 }
 
 // serveGateway serves the KServe v2 gateway for client on addr, with the
-// frontend's Prometheus metrics at /metrics.
-func serveGateway(client *frontend.Client, addr string, log zerolog.Logger) (*http.Server, string, error) {
-	m := frontmetrics.New(client.Stats())
+// frontend's Prometheus metrics at /metrics if withMetrics.
+func serveGateway(client *frontend.Client, addr string, withMetrics bool, log zerolog.Logger) (*http.Server, string, error) {
 	gc := gateway.Default()
-	gc.Log, gc.Observe = log, m.Observe
+	gc.Log = log
+	var m *frontmetrics.Metrics
+	if withMetrics {
+		m = frontmetrics.New(client.Stats())
+		gc.Observe = m.Observe
+	}
 	gw, err := gateway.New(gatewayClient{client}, gc)
 	if err != nil {
 		return nil, "", err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.Handler())
+	if m != nil {
+		mux.Handle("/metrics", m.Handler())
+	}
 	mux.Handle("/", gw)
-	srv, bound, err := serveHTTP(addr, mux, log)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
-	return srv, bound, nil
+	return serveOn(ln, mux, log), ln.Addr().String(), nil
 }
 
-// serveHTTP serves h on addr in the background and returns the server and
-// the address it listens on.
-func serveHTTP(addr string, h http.Handler, log zerolog.Logger) (*http.Server, string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", err
-	}
+// serveOn serves h on ln in the background.
+func serveOn(ln net.Listener, h http.Handler, log zerolog.Logger) *http.Server {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("HTTP server stopped")
 		}
 	}()
-	return srv, ln.Addr().String(), nil
+	return srv
 }
 
 // metricsMux serves svc's Prometheus metrics at /metrics.

@@ -207,7 +207,7 @@ func checkFrontendMetrics(t *testing.T, hc *http.Client, url string) {
 	t.Helper()
 	text := scrape(t, hc, url)
 	positive(t, url, text, `symphony_gateway_requests_total\{code="200",model="ResNet50"\}`)
-	positive(t, url, text, `symphony_gateway_request_duration_seconds_count\{model="ResNet50"\}`)
+	positive(t, url, text, `symphony_gateway_request_duration_seconds_count\{code="200",model="ResNet50"\}`)
 	positive(t, url, text, `symphony_frontend_answered_requests_total`)
 }
 

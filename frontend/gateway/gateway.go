@@ -215,11 +215,16 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		}
 		ev.Err(err).Msg("infer")
 		if g.cfg.Observe != nil {
-			served := model
-			if _, ok := g.inf.Model(model); !ok {
-				served = ""
+			code, served := status, model
+			if code == 0 { // the Inferer panicked; net/http answers 500
+				code = http.StatusInternalServerError
 			}
-			g.cfg.Observe(served, status, time.Since(start))
+			if code != http.StatusOK {
+				if _, ok := g.inf.Model(model); !ok {
+					served = ""
+				}
+			}
+			g.cfg.Observe(served, code, time.Since(start))
 		}
 	}()
 	fail := func(code int, msg string) {

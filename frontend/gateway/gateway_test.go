@@ -737,6 +737,7 @@ func TestObserveSeesEveryInference(t *testing.T) {
 		return input, nil
 	}
 	g := newGateway(t, f, func(c *Config) {
+		c.MaxBodyBytes = 200
 		c.Observe = func(model string, status int, took time.Duration) {
 			if took < 0 {
 				t.Errorf("negative duration %v", took)
@@ -748,8 +749,11 @@ func TestObserveSeesEveryInference(t *testing.T) {
 	do(g, http.MethodPost, "/v2/models/resnet/infer", body, nil)
 	do(g, http.MethodPost, "/v2/models/resnet/infer", []byte(`{`), nil)
 	do(g, http.MethodPost, "/v2/models/some-random-path-1234/infer", body, nil)
+	do(g, http.MethodPost, "/v2/models/resnet/infer", bytes.Repeat([]byte(" "), 300), nil)
 	do(g, http.MethodGet, "/v2/models/resnet/ready", nil, nil) // not an inference
-	want := []seen{{"resnet", http.StatusOK}, {"resnet", http.StatusBadRequest}, {"", http.StatusNotFound}}
+	do(g, http.MethodGet, "/v2/models/resnet/infer", nil, nil) // 405 before the handler
+	want := []seen{{"resnet", http.StatusOK}, {"resnet", http.StatusBadRequest}, {"", http.StatusNotFound},
+		{"resnet", http.StatusRequestEntityTooLarge}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("observed %v; want %v", got, want)
 	}

@@ -30,14 +30,14 @@ func New(stats *frontend.Stats) *Metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "symphony_gateway_requests_total",
-			Help: "Inference requests the KServe gateway answered, by model (\"\" for one not served) and HTTP status.",
+			Help: "Inference requests the KServe gateway ended, by model (\"\" for one not served) and HTTP status (499: the caller left).",
 		}, []string{"model", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "symphony_gateway_request_duration_seconds",
-			Help: "Time from an inference request's arrival at the gateway to its answer, by model.",
+			Help: "Time from an inference request's arrival at the gateway to its answer, by model and HTTP status (compare code=\"200\" with the SLO).",
 			// 0.5ms to 8s: the SLOs of the paper's zoos are 20-200ms.
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15),
-		}, []string{"model"}),
+		}, []string{"model", "code"}),
 	}
 	ends := func(name, help string, v func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "symphony_frontend_" + name, Help: help},
@@ -54,8 +54,9 @@ func New(stats *frontend.Stats) *Metrics {
 
 // Observe records one gateway request; it is gateway.Config.Observe.
 func (m *Metrics) Observe(model string, status int, took time.Duration) {
-	m.requests.WithLabelValues(model, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(model).Observe(took.Seconds())
+	code := strconv.Itoa(status)
+	m.requests.WithLabelValues(model, code).Inc()
+	m.duration.WithLabelValues(model, code).Observe(took.Seconds())
 }
 
 // Handler serves the metrics.

@@ -1,8 +1,8 @@
 // Package metrics exports a running scheduler service's counters in the
 // Prometheus format, for operators: what it was offered, planned, dropped
 // and failed, the cluster it sees, and how busy its rank loop is. It reads
-// service.Snapshot at scrape time, so serving metrics adds nothing to the
-// scheduling path.
+// service.Snapshot at scrape time: a scrape holds the service's locks only
+// as long as a plan's bookkeeping does, and nothing is counted twice.
 package metrics
 
 import (
