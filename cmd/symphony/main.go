@@ -33,7 +33,7 @@ Usage:
   symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
       The same load and report against a running cluster.
   symphony scheduler [-f WORKLOAD] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
-  symphony backend --scheduler ADDR [--gpus N]
+  symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]
   symphony frontend --scheduler ADDR [--http-addr ADDR]
       The separate processes of a deployment (see README).
   symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]

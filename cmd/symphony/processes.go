@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/backend"
+	backmetrics "github.com/symphony-serving/symphony/backend/metrics"
 	"github.com/symphony-serving/symphony/bench/cluster"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
@@ -113,14 +114,12 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	sc.Addr, sc.Network, sc.Models, sc.Log, sc.MaxGPUs = *addr, cc.Network, cc.Models, log, *maxGPUs
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cc.Policy, cc.Schedulable, cc.Drop, cc.Delays
 	sc.DrainTimeout = *drain
-	var metricsLn net.Listener
-	if *metricsAddr != "" {
-		// Bound before the scheduler starts, so that a taken port fails
-		// the start, naming the flag.
-		if metricsLn, err = net.Listen("tcp", *metricsAddr); err != nil {
-			return fmt.Errorf("--metrics-addr: %w", err)
-		}
-		defer metricsLn.Close()
+	metricsLn, err := listenMetrics(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	if metricsLn != nil {
+		defer metricsLn.Close() // if the start fails before it is served
 	}
 	svc, err := service.Start(sc)
 	if err != nil {
@@ -128,7 +127,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "scheduler listening on %s (%d models, policy %v)\n", svc.Addr(), len(sc.Models), sc.Policy)
 	if metricsLn != nil {
-		srv := serveOn(metricsLn, metricsMux(svc), log)
+		srv := serveOn(metricsLn, metricsMux(schedmetrics.Handler(svc)), log)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
@@ -150,6 +149,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	gpus := fs.Int("gpus", 1, "emulated GPUs this backend owns")
 	name := fs.String("name", "", "name in logs (default backend-PID)")
 	dp := addDataPathFlags(fs)
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	verbose := fs.Bool("v", false, "log more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -162,9 +162,21 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, newNetwork(log)
 	bc.DataPath = dp.config()
 	bc.Name = processName(*name, "backend")
+	metricsLn, err := listenMetrics(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	if metricsLn != nil {
+		defer metricsLn.Close() // if the start fails before it is served
+	}
 	a, err := backend.Start(bc)
 	if err != nil {
 		return err
+	}
+	if metricsLn != nil {
+		srv := serveOn(metricsLn, metricsMux(backmetrics.Handler(a.Stats())), log)
+		defer srv.Close()
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
 	ctx, stop := signalContext()
 	defer stop()
@@ -257,10 +269,24 @@ func serveOn(ln net.Listener, h http.Handler, log zerolog.Logger) *http.Server {
 	return srv
 }
 
-// metricsMux serves svc's Prometheus metrics at /metrics.
-func metricsMux(svc *service.Service) http.Handler {
+// listenMetrics binds --metrics-addr (nil for ""), before the process
+// starts its work, so that a taken port fails the start naming the flag.
+// The caller serves on it, which closes it.
+func listenMetrics(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	return ln, nil
+}
+
+// metricsMux serves h at /metrics.
+func metricsMux(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", schedmetrics.Handler(svc))
+	mux.Handle("/metrics", h)
 	return mux
 }
 

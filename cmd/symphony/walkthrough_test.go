@@ -67,9 +67,10 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 	sched := start("scheduler", "scheduler", "-f", wl, "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 	addr := sched.waitLine(t, regexp.MustCompile(`^scheduler listening on (\S+) \(2 models`), 15*time.Second)[1]
 	metricsURL := sched.waitLine(t, regexp.MustCompile(`^metrics on (http://\S+)$`), 15*time.Second)[1]
-	b1 := start("backend b1", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b1")
+	b1 := start("backend b1", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b1", "--metrics-addr", "127.0.0.1:0")
 	b2 := start("backend b2", "backend", "--scheduler", addr, "--gpus", "2", "--name", "b2")
 	front := start("frontend", "frontend", "--scheduler", addr, "--http-addr", "127.0.0.1:0", "--name", "f1")
+	b1Metrics := b1.waitLine(t, regexp.MustCompile(`^metrics on (http://\S+)$`), 15*time.Second)[1]
 	for _, b := range []*proc{b1, b2} {
 		b.waitLine(t, regexp.MustCompile(`^backend b[12] registered 2 GPUs with `), 15*time.Second)
 	}
@@ -155,10 +156,11 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 		break
 	}
 
-	// The Prometheus metrics of the scheduler and of the frontend saw the
-	// cluster and the load.
+	// The Prometheus metrics of the scheduler, the frontend and a backend
+	// saw the cluster and the load.
 	checkSchedulerMetrics(t, hc, metricsURL)
 	checkFrontendMetrics(t, hc, gw+"/metrics")
+	positive(t, b1Metrics, scrape(t, hc, b1Metrics), "symphony_backend_plans_total")
 
 	// SIGTERM everything, newest first; each must exit by itself, cleanly.
 	for i := len(procs) - 1; i >= 0; i-- {

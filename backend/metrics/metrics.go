@@ -1,0 +1,30 @@
+// Package metrics exports a backend agent's counters in the Prometheus
+// format: the batch plans it received, their requests, and the requests it
+// failed (inputs that could not be pulled in time, executor errors).
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/symphony-serving/symphony/backend"
+)
+
+// Handler serves the counters in stats (Agent.Stats()), with the Go
+// runtime's and the process's, on a registry of its own.
+func Handler(stats *backend.Stats) http.Handler {
+	counter := func(name, help string, v func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "symphony_backend_" + name, Help: help},
+			func() float64 { return float64(v()) })
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		counter("plans_total", "Batch plans received from the scheduler.", stats.Plans.Load),
+		counter("requests_total", "Requests in those plans.", stats.Requests.Load),
+		counter("failed_requests_total", "Requests the backend failed: input unavailable or executor error.", stats.Failed.Load),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}

@@ -1,0 +1,30 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/symphony-serving/symphony/backend"
+)
+
+func TestHandlerExportsTheAgentsCounters(t *testing.T) {
+	var st backend.Stats
+	st.Plans.Store(3)
+	st.Requests.Store(20)
+	st.Failed.Store(2)
+	rec := httptest.NewRecorder()
+	Handler(&st).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		"symphony_backend_plans_total 3\n",
+		"symphony_backend_requests_total 20\n",
+		"symphony_backend_failed_requests_total 2\n",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", strings.TrimSpace(want))
+		}
+	}
+}
