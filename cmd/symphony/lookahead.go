@@ -69,20 +69,7 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *csvPath != "" {
-		if err := writeFile(*csvPath, rep.WriteCSV); err != nil {
-			return err
-		}
-	}
-	if *plotDir != "" {
-		paths, err := report.WriteCurvePlot(*plotDir, "lookahead-bad-rate", "offered load (req/s)", "bad rate (%)", rep.BadRateCurves())
-		if err != nil {
-			return err
-		}
-		log.Info().Strs("files", paths).Msg("charts written")
-	}
-	if *asJSON {
-		return rep.WriteJSON(stdout)
-	}
-	return rep.WriteText(stdout)
+	return writeExperiment(stdout, rep, *asJSON, *csvPath, *plotDir, func(dir string) ([]string, error) {
+		return report.WriteCurvePlot(dir, "lookahead-bad-rate", "offered load (req/s)", "bad rate (%)", rep.BadRateCurves())
+	}, log)
 }

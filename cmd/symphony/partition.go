@@ -290,24 +290,8 @@ func runPartitionExperiment(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *csvPath != "" {
-		if err := writeFile(*csvPath, rep.WriteCSV); err != nil {
-			return err
-		}
-	}
-	if *plotDir != "" {
-		paths, err := partexp.WritePlot(*plotDir, rep)
-		if err != nil {
-			return err
-		}
-		for _, p := range paths {
-			log.Info().Str("file", p).Msg("plot written")
-		}
-	}
-	if *asJSON {
-		return rep.WriteJSON(stdout)
-	}
-	return rep.WriteText(stdout)
+	return writeExperiment(stdout, rep, *asJSON, *csvPath, *plotDir,
+		func(dir string) ([]string, error) { return partexp.WritePlot(dir, rep) }, log)
 }
 
 // writeNotes prints a command's notes (what it did not do, or did instead)

@@ -399,13 +399,5 @@ func runPlanExperiment(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *csvPath != "" {
-		if err := writeFile(*csvPath, rep.WriteCSV); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		return rep.WriteJSON(stdout)
-	}
-	return rep.WriteText(stdout)
+	return writeExperiment(stdout, rep, *asJSON, *csvPath, "", nil, log)
 }

@@ -304,6 +304,37 @@ func writeCurveTable(w io.Writer, c curve) {
 // writeFile writes an output file (--csv and the like) through write,
 // creating its folder first, so that a long run never ends in "no such file
 // or directory" after the work is done.
+// experimentReport is what the experiment commands (partition experiment,
+// plan experiment, sim lookahead) print and save.
+type experimentReport interface {
+	WriteText(io.Writer) error
+	WriteJSON(io.Writer) error
+	WriteCSV(io.Writer) error
+}
+
+// writeExperiment saves rep as CSV at csvPath and its charts into plotDir
+// (each if asked; plot nil: the report has none), then prints it on stdout
+// as JSON or text.
+func writeExperiment(stdout io.Writer, rep experimentReport, asJSON bool, csvPath, plotDir string,
+	plot func(dir string) ([]string, error), log zerolog.Logger) error {
+	if csvPath != "" {
+		if err := writeFile(csvPath, rep.WriteCSV); err != nil {
+			return err
+		}
+	}
+	if plotDir != "" && plot != nil {
+		paths, err := plot(plotDir)
+		if err != nil {
+			return err
+		}
+		log.Info().Strs("files", paths).Msg("charts written")
+	}
+	if asJSON {
+		return rep.WriteJSON(stdout)
+	}
+	return rep.WriteText(stdout)
+}
+
 func writeFile(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
