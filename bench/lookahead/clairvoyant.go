@@ -19,7 +19,7 @@ func (y *system) playClairvoyant(o Options) {
 	var errs []error
 	total := len(y.arr)
 	y.play(scheduler.Never, func(rules action) action {
-		if o.Progress != nil && y.decisions%4096 == 0 && total > 0 {
+		if o.Progress != nil && y.decisions%1024 == 0 && total > 0 {
 			o.Progress(float64(y.next) / float64(total))
 		}
 		options = y.options(rules, o, options[:0])

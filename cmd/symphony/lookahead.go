@@ -60,6 +60,18 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	if w.Models[0].SLO > *horizon {
 		log.Warn().Dur("slo", w.Models[0].SLO).Dur("horizon", *horizon).Msg("the horizon is shorter than the SLO: most trials will tie and the clairvoyant scheduler fall back on the rules; raise --horizon")
 	}
+	// A clairvoyant replay takes seconds to minutes: log each tenth of it.
+	var next float64
+	cfg.Options.Progress = func(done float64) {
+		if done < next-0.1 { // a new replay began
+			next = 0
+		}
+		if done < next {
+			return
+		}
+		next = math.Floor(done*10)/10 + 0.1
+		log.Info().Msgf("clairvoyant replay %.0f%%", 100*done)
+	}
 	cfg.Step = func(s lookahead.Step) {
 		log.Info().Str("scheduler", string(s.Scheduler)).Float64("multiplier", round(s.Multiplier, 4)).
 			Float64("offered_rps", round(s.OfferedRPS, 1)).Float64("bad_rate", round(s.BadRate, 4)).
