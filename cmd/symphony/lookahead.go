@@ -27,7 +27,7 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	maxPrune := fs.Int("max-prune", 6, "most head requests a clairvoyant trial may drop")
 	maxShrink := fs.Int("max-shrink", 4, "how far below the largest batch a clairvoyant trial may go")
 	seed := fs.Uint64("seed", 0, "override the workload's seed")
-	quiet := fs.Bool("quiet", false, "log nothing on stderr (by default each replay is logged as it ends)")
+	quiet := fs.Bool("quiet", false, "log only warnings on stderr (by default each replay's progress and end)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
