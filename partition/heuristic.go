@@ -560,6 +560,20 @@ func (s *localSearch) improve(ctx context.Context, m searchMode) bool {
 	}
 }
 
+// afterSwap returns parts p's and q's rates and static memory after model
+// i moves from p to q and, if k ≥ 0, model k from q to p.
+func (s *localSearch) afterSwap(i, k, p, q int) (rp, rq float64, sp, sq int64) {
+	rp, rq = s.prate[p]-s.rate[i], s.prate[q]+s.rate[i]
+	sp, sq = s.pstat[p]-s.stat[i], s.pstat[q]+s.stat[i]
+	if k >= 0 {
+		rp += s.rate[k]
+		rq -= s.rate[k]
+		sp += s.stat[k]
+		sq -= s.stat[k]
+	}
+	return rp, rq, sp, sq
+}
+
 // scan offers every move and swap of model i, updating best with the
 // improving, feasible, affordable ones. With global set, swaps are only
 // taken with later models in index order, each pair being scanned once.
@@ -598,14 +612,7 @@ func (s *localSearch) scan(i int, m searchMode, global bool, best *heurCand) {
 				return
 			}
 		case modeRepair:
-			rp, rq := s.prate[p]-s.rate[i], s.prate[q]+s.rate[i]
-			sp, sq := s.pstat[p]-s.stat[i], s.pstat[q]+s.stat[i]
-			if k >= 0 {
-				rp += s.rate[k]
-				rq -= s.rate[k]
-				sp += s.stat[k]
-				sq -= s.stat[k]
-			}
+			rp, rq, sp, sq := s.afterSwap(i, k, p, q)
 			vq := s.partViolation(s.prate[q], s.pstat[q]+s.max1[q])
 			dp = s.partViolation(rp, sp+s.dynAfter(p, i, k)) + s.partViolation(rq, sq+s.dynAfter(q, k, i)) - vp - vq
 			if dp > heurEps || (dp >= -heurEps && (df >= -heurEps || s.budget >= 0)) {
@@ -629,14 +636,7 @@ func (s *localSearch) scan(i int, m searchMode, global bool, best *heurCand) {
 			return
 		}
 		if m != modeRepair {
-			rp, rq := s.prate[p]-s.rate[i], s.prate[q]+s.rate[i]
-			sp, sq := s.pstat[p]-s.stat[i], s.pstat[q]+s.stat[i]
-			if k >= 0 {
-				rp += s.rate[k]
-				rq -= s.rate[k]
-				sp += s.stat[k]
-				sq -= s.stat[k]
-			}
+			rp, rq, sp, sq := s.afterSwap(i, k, p, q)
 			if !s.fits(rp, sp, s.dynAfter(p, i, k)) || !s.fits(rq, sq, s.dynAfter(q, k, i)) {
 				return
 			}

@@ -54,21 +54,27 @@ func BenchmarkModelEnqueue(b *testing.B) {
 	}
 }
 
+// allocsIn10000Steps warms step up for 10000 calls, so that buffers reach
+// their working size, then counts the allocations of 10000 more, as one
+// run, so that a single allocation anywhere shows (AllocsPerRun divides by
+// the number of runs, rounding down).
+func allocsIn10000Steps(step func()) float64 {
+	for range 10000 {
+		step()
+	}
+	return testing.AllocsPerRun(1, func() {
+		for range 10000 {
+			step()
+		}
+	})
+}
+
 // TestEnqueueAllocationFree proves the hot path's contract: once the queue
 // and output buffers have grown to their working size, Enqueue (with its
 // candidate update), Tick and Grant allocate nothing.
 func TestEnqueueAllocationFree(t *testing.T) {
 	l := newEnqueueLoop(t)
-	for range 10000 {
-		l.step()
-	}
-	// One run of 10000 steps, so that a single allocation anywhere shows
-	// (AllocsPerRun divides by the number of runs, rounding down).
-	if n := testing.AllocsPerRun(1, func() {
-		for range 10000 {
-			l.step()
-		}
-	}); n != 0 {
+	if n := allocsIn10000Steps(l.step); n != 0 {
 		t.Errorf("%v allocations in 10000 enqueue steps, want 0", n)
 	}
 	if l.planned < 10000 || l.planned+l.dropped+l.m.Queued() != int(l.id) {
@@ -138,14 +144,7 @@ func BenchmarkRankUpdateTick(b *testing.B) {
 
 func TestRankAllocationFree(t *testing.T) {
 	l := newRankLoop(t, 16, 8)
-	for range 10000 {
-		l.step()
-	}
-	if n := testing.AllocsPerRun(1, func() {
-		for range 10000 {
-			l.step()
-		}
-	}); n != 0 {
+	if n := allocsIn10000Steps(l.step); n != 0 {
 		t.Errorf("%v allocations in 10000 rank steps, want 0", n)
 	}
 	// 8 GPUs busy 3ms each: about 8 grants every 3ms = 60 steps.

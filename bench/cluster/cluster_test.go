@@ -98,6 +98,32 @@ func errKind(err error) string {
 
 func input(i int) []byte { return []byte(fmt.Sprintf("request-%d-payload", i)) }
 
+// serveAlternating offers n requests to f, alternately for "fast" (model
+// 0) and "slow" (model 1), and checks that each succeeds with the emulated
+// GPU's output for its input as the model saw it: modelInput(input), or
+// the input itself if modelInput is nil.
+func serveAlternating(t *testing.T, f *frontend.Client, n int, modelInput func([]byte) []byte) []*frontend.Call {
+	t.Helper()
+	var calls []*frontend.Call
+	for i := 0; i < n; i++ {
+		calls = append(calls, f.Go(context.Background(), []string{"fast", "slow"}[i%2], input(i)))
+	}
+	for i, call := range calls {
+		<-call.Done()
+		if call.Err != nil {
+			t.Fatalf("request %d: %v", i, call.Err)
+		}
+		in := input(i)
+		if modelInput != nil {
+			in = modelInput(in)
+		}
+		if want := backend.EmulatedOutput(uint32(i%2), in); !bytes.Equal(call.Output, want) {
+			t.Fatalf("request %d: output %x, want %x", i, call.Output, want)
+		}
+	}
+	return calls
+}
+
 func TestEndToEndResultsAreTheRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -110,20 +136,8 @@ func TestEndToEndResultsAreTheRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := startCluster(t, testConfig(tc.net(), tc.addr, 2, 2))
 			f := c.Frontends[0]
-			var calls []*frontend.Call
-			for i := 0; i < 200; i++ {
-				calls = append(calls, f.Go(context.Background(), []string{"fast", "slow"}[i%2], input(i)))
-			}
-			for i, call := range calls {
-				<-call.Done()
-				if call.Err != nil {
-					t.Fatalf("request %d: %v", i, call.Err)
-				}
+			for i, call := range serveAlternating(t, f, 200, nil) {
 				slo := []time.Duration{3 * time.Second, 4 * time.Second}[i%2]
-				want := backend.EmulatedOutput(uint32(i%2), input(i))
-				if !bytes.Equal(call.Output, want) {
-					t.Fatalf("request %d: output %x, want %x", i, call.Output, want)
-				}
 				if call.Timing.BatchSize < 1 || call.Timing.Finished.Before(call.Timing.Started) {
 					t.Fatalf("request %d: timing %+v", i, call.Timing)
 				}

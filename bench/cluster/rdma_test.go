@@ -2,11 +2,8 @@ package cluster
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
-	"github.com/symphony-serving/symphony/backend"
-	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/transport/inproc"
 	"github.com/symphony-serving/symphony/transport/rdma"
 )
@@ -25,19 +22,7 @@ func TestEndToEndOverEmulatedRDMA(t *testing.T) {
 	if !f.DataPath().RDMA {
 		t.Fatalf("frontend data path %v", f.DataPath())
 	}
-	var calls []*frontend.Call
-	for i := 0; i < 200; i++ {
-		calls = append(calls, f.Go(context.Background(), []string{"fast", "slow"}[i%2], input(i)))
-	}
-	for i, call := range calls {
-		<-call.Done()
-		if call.Err != nil {
-			t.Fatalf("request %d: %v", i, call.Err)
-		}
-		if want := backend.EmulatedOutput(uint32(i%2), bytes.ToUpper(input(i))); !bytes.Equal(call.Output, want) {
-			t.Fatalf("request %d: output %x, want %x", i, call.Output, want)
-		}
-	}
+	serveAlternating(t, f, 200, bytes.ToUpper)
 	var reads, fallbacks uint64
 	for _, b := range c.Backends {
 		if !b.DataPath().RDMA {

@@ -24,8 +24,6 @@ type system struct {
 	next     int
 	free     []scheduler.Time // when each GPU finishes its last batch
 	first    int              // the GPU that frees first
-	keepUpλ  float64          // offered rate, requests/s
-	maxBatch int
 
 	// Accounting of the measured window (off during trials).
 	trial     bool
@@ -43,14 +41,12 @@ type system struct {
 
 func newSystem(s Setting, arr []scheduler.Time, from, to scheduler.Time) *system {
 	y := &system{
-		s:        s,
-		arr:      arr,
-		wLo:      sort.Search(len(arr), func(i int) bool { return arr[i] >= from }),
-		wHi:      sort.Search(len(arr), func(i int) bool { return arr[i] >= to }),
-		free:     make([]scheduler.Time, s.GPUs),
-		keepUpλ:  s.Rate,
-		maxBatch: s.Profile.MaxBatch(),
-		batches:  make([]int, s.Profile.MaxBatch()+1),
+		s:       s,
+		arr:     arr,
+		wLo:     sort.Search(len(arr), func(i int) bool { return arr[i] >= from }),
+		wHi:     sort.Search(len(arr), func(i int) bool { return arr[i] >= to }),
+		free:    make([]scheduler.Time, s.GPUs),
+		batches: make([]int, s.Profile.MaxBatch()+1),
 	}
 	for i := range y.free {
 		y.free[i] = scheduler.Past
@@ -60,6 +56,9 @@ func newSystem(s Setting, arr []scheduler.Time, from, to scheduler.Time) *system
 	}
 	return y
 }
+
+// maxBatch is the profile's largest batch.
+func (y *system) maxBatch() int { return y.s.Profile.MaxBatch() }
 
 func (y *system) result() Result {
 	return Result{Requests: y.wHi - y.wLo, Served: y.served, Batches: y.batches, Decisions: y.decisions, Overrides: y.overrides}
@@ -83,7 +82,7 @@ func (y *system) fits(g, dl scheduler.Time, k int) bool {
 // largest is the biggest batch starting at queue position i that fits on a
 // GPU free at g (0 if none).
 func (y *system) largest(i int, g scheduler.Time) int {
-	return y.largestUpTo(g, y.deadline(i), min(y.next-i, y.maxBatch))
+	return y.largestUpTo(g, y.deadline(i), min(y.next-i, y.maxBatch()))
 }
 
 // largestUpTo is the biggest k ≤ hi for which fits(g, dl, k) holds (0 if
@@ -118,7 +117,7 @@ func (y *system) occupy(finish scheduler.Time) {
 // could still take one more, its head's deadline less ℓ(k+1). A batch of
 // the profile's largest size can take no more: it is due at once.
 func (y *system) schedAt(i, k int) scheduler.Time {
-	if k >= y.maxBatch {
+	if k >= y.maxBatch() {
 		return scheduler.Past
 	}
 	return y.deadline(i).Add(-y.s.Profile.Latency(k + 1))
@@ -259,7 +258,7 @@ func (y *system) rules() action {
 		return action{i: h, until: scheduler.Never}
 	}
 	i, k := h, y.largest(h, g)
-	if k < y.next-h && k < y.maxBatch {
+	if k < y.next-h && k < y.maxBatch() {
 		i, k = y.pruneToKeepUp(g, i, k)
 		i, k = y.pruneWindow(g, i, k)
 	}
@@ -268,7 +267,7 @@ func (y *system) rules() action {
 }
 
 func (y *system) keepsUp(b int) bool {
-	return float64(y.s.GPUs)*y.s.Profile.Throughput(b) >= y.keepUpλ
+	return float64(y.s.GPUs)*y.s.Profile.Throughput(b) >= y.s.Rate
 }
 
 // pruneToKeepUp mirrors ModelCore.pruneToKeepUp: if the batch behind head
@@ -280,7 +279,7 @@ func (y *system) pruneToKeepUp(g scheduler.Time, h, k0 int) (int, int) {
 	}
 	// The most a batch can hold from now on: one behind a request
 	// arriving now.
-	fresh := y.largestUpTo(g, y.t.Add(y.s.SLO-y.s.Delays.Result), y.maxBatch)
+	fresh := y.largestUpTo(g, y.t.Add(y.s.SLO-y.s.Delays.Result), y.maxBatch())
 	if fresh == 0 || !y.keepsUp(fresh) {
 		i, k, short := y.largestWindow(g, h, k0)
 		if short {
@@ -318,10 +317,10 @@ func (y *system) largestWindow(g scheduler.Time, h, k0 int) (bestI, bestK int, s
 		if k := y.largest(i, g); k > bestK {
 			bestI, bestK = i, k
 		}
-		if bestK >= y.maxBatch {
+		if bestK >= y.maxBatch() {
 			break
 		}
 	}
-	short = bestI > h && bestK < y.maxBatch && y.fits(g, y.deadline(bestI), bestK+1)
+	short = bestI > h && bestK < y.maxBatch() && y.fits(g, y.deadline(bestI), bestK+1)
 	return bestI, bestK, short
 }

@@ -16,6 +16,14 @@ import (
 	"github.com/symphony-serving/symphony/frontend"
 )
 
+// processLog is the log of the cluster's processes: silent unless -v.
+func (lf *loadFlags) processLog(stderr io.Writer) zerolog.Logger {
+	if *lf.verbose {
+		return processLogger(stderr, false)
+	}
+	return zerolog.Nop()
+}
+
 // loadFlags are the flags `demo` and `bench -f` share.
 type loadFlags struct {
 	file        *string
@@ -99,10 +107,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := zerolog.Nop()
-	if *lf.verbose {
-		log = processLogger(stderr, false)
-	}
+	log := lf.processLog(stderr)
 	cc, err := cluster.FromWorkload(w, newNetwork(log), "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -159,10 +164,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := zerolog.Nop()
-	if *lf.verbose {
-		log = processLogger(stderr, false)
-	}
+	log := lf.processLog(stderr)
 	ctx, stop := signalContext()
 	defer stop()
 	if *gatewayURL != "" {
