@@ -3,8 +3,10 @@ package backend
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"runtime"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,6 +182,65 @@ func BenchmarkMachineHiccups(b *testing.B) {
 	b.ReportMetric(over(time.Millisecond), "gaps>1ms/s")
 	b.ReportMetric(over(2*time.Millisecond), "gaps>2ms/s")
 	b.ReportMetric(float64(worst.Microseconds()), "worst-gap-µs")
+}
+
+// BenchmarkMachineWakeups measures the machine, not Symphony: how long a
+// thread blocked in the kernel takes to run again once another thread
+// wakes it. One OS thread writes a timestamp into a pipe every 500µs and
+// another, blocked in read(2), takes it; the wake-up latency is the gap.
+// Every message of the incast wakes a blocked thread (the frontends'
+// poller on the Read, the backend's on the reply), so a machine whose
+// wake-ups stall for milliseconds now and then (a virtual CPU that the host
+// is slow to resume from idle) puts that stall into the incast's tail
+// while a spinning thread (BenchmarkMachineHiccups) sees none of it:
+//
+//	go test -run '^$' -bench MachineWakeups -benchtime 20000x ./backend/
+func BenchmarkMachineWakeups(b *testing.B) {
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		b.Skipf("no pipe: %v", err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	base := time.Now()
+	lat := make([]time.Duration, 0, b.N)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var buf [8]byte
+		for range b.N {
+			if _, err := syscall.Read(fds[0], buf[:]); err != nil {
+				done <- err
+				return
+			}
+			lat = append(lat, time.Since(base)-time.Duration(binary.LittleEndian.Uint64(buf[:])))
+		}
+		done <- nil
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var buf [8]byte
+	b.ResetTimer()
+	for range b.N {
+		time.Sleep(500 * time.Microsecond)
+		binary.LittleEndian.PutUint64(buf[:], uint64(time.Since(base)))
+		if _, err := syscall.Write(fds[1], buf[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	q := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds())
+	}
+	b.ReportMetric(q(0.5), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(q(0.9999), "p99.99-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "worst-µs")
 }
 
 // Reads of more bytes than one reply frame may carry are split, and all
