@@ -103,6 +103,11 @@ type Agent struct {
 // Stats count what the agent did.
 type Stats struct {
 	Plans, Requests, Failed atomic.Uint64
+	// Undelivered counts results (outputs and failures) that could not be
+	// sent because their frontend's data connection was down or the
+	// scheduler had said the frontend left; that frontend ends those
+	// requests itself.
+	Undelivered atomic.Uint64
 }
 
 // schedSession is one connection to the scheduler. GPU IDs are only valid
@@ -155,6 +160,7 @@ func Start(cfg Config) (*Agent, error) {
 		done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	a.reads = a.pull
+	a.pull.undelivered = &a.stats.Undelivered
 	fab, choice, err := rdma.Select(cfg.DataPath)
 	if err != nil {
 		pool.Release()
@@ -273,10 +279,10 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 	for _, m := range w.Models {
 		sess.models[m.ID] = m
 	}
+	// Before any FrontendUp or FrontendDown on this connection (their
+	// handler waits for sessMu), so that none is undone.
+	a.pull.sync(w.Frontends)
 	sessMu.Unlock()
-	for _, f := range w.Frontends {
-		a.pull.up(f.ID, f.DataAddr)
-	}
 	if err := a.exec.Load(w.Models); err != nil {
 		conn.Close(fmt.Errorf("loading models: %w", err))
 		<-closed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,6 +41,10 @@ type tcpPuller struct {
 	// queue pairs up over them); set before the first up.
 	hooks connHooks
 
+	// undelivered counts the results send could not deliver (the agent
+	// points it at its Stats).
+	undelivered *atomic.Uint64
+
 	mu    sync.Mutex
 	peers map[uint32]*peer
 }
@@ -68,7 +73,7 @@ type peer struct {
 }
 
 func newTCPPuller(n transport.Network, name string, b transport.Backoff, log zerolog.Logger) *tcpPuller {
-	return &tcpPuller{net: n, name: name, backoff: b, log: log, peers: map[uint32]*peer{}}
+	return &tcpPuller{net: n, name: name, backoff: b, log: log, undelivered: new(atomic.Uint64), peers: map[uint32]*peer{}}
 }
 
 // up starts (or keeps) the data connection to frontend id.
@@ -79,7 +84,10 @@ func (p *tcpPuller) up(id uint32, addr string) {
 		if old.addr == addr {
 			return
 		}
+		// The ID now names another frontend (a restarted scheduler
+		// numbers them anew): the old one's results have nowhere to go.
 		old.cancel()
+		go old.results.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pe := &peer{id: id, addr: addr, cancel: cancel, upCh: make(chan struct{}), waiting: map[uint64]chan *wire.ReadReply{}}
@@ -94,8 +102,7 @@ func (p *tcpPuller) up(id uint32, addr string) {
 				n++
 			}
 			if c == nil || c.Send(&wire.Results{Results: rs[:n]}) != nil {
-				// The frontend ends these requests itself, by its deadline.
-				p.log.Debug().Uint32("frontend", id).Int("results", n).Msg("results not delivered: no data connection")
+				p.lost(id, n, "its data connection is down")
 			}
 			rs = rs[n:]
 		}
@@ -104,6 +111,33 @@ func (p *tcpPuller) up(id uint32, addr string) {
 	go transport.KeepDialing(ctx, p.backoff, p.log.With().Uint32("frontend", id).Logger(), func(ctx context.Context) error {
 		return p.session(ctx, pe)
 	})
+}
+
+// sync brings the data connections in line with the scheduler's list of
+// live frontends, as a (re)connection's Welcome gives it: it keeps or
+// starts those listed and closes every other. The others are frontends
+// that left while this backend was away from the scheduler, whose
+// FrontendDown went to a connection that is gone; kept, each would be
+// redialed forever, and its ID might since name another frontend.
+func (p *tcpPuller) sync(live []wire.FrontendUp) {
+	listed := make(map[uint32]bool, len(live))
+	for _, f := range live {
+		listed[f.ID] = true
+	}
+	p.mu.Lock()
+	var gone []uint32
+	for id := range p.peers {
+		if !listed[id] {
+			gone = append(gone, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range gone {
+		p.down(id)
+	}
+	for _, f := range live {
+		p.up(f.ID, f.DataAddr)
+	}
 }
 
 // down closes the data connection to frontend id.
@@ -331,9 +365,22 @@ func fill(rep *wire.ReadReply, ok bool, ops []wire.InputRef, dst [][]byte) error
 // send queues results for frontend; they are dropped if its data
 // connection is down (the frontend ends those requests itself).
 func (p *tcpPuller) send(frontend uint32, rs []wire.Result) {
-	if pe := p.peer(frontend); pe != nil {
-		pe.results.Add(rs...)
+	pe := p.peer(frontend)
+	if pe == nil {
+		p.lost(frontend, len(rs), "the scheduler said the frontend left")
+		return
 	}
+	if !pe.results.Add(rs...) {
+		p.lost(frontend, len(rs), "the frontend left")
+	}
+}
+
+// lost books n results for frontend that cannot be delivered. The
+// frontend ends those requests itself (by its deadline), but a result
+// thrown away after its batch ran is worth an operator's notice.
+func (p *tcpPuller) lost(frontend uint32, n int, why string) {
+	p.undelivered.Add(uint64(n))
+	p.log.Warn().Uint32("frontend", frontend).Int("results", n).Str("why", why).Msg("results not delivered")
 }
 
 // rdmaPuller is the RDMA data path (paper §4.6, §5.5): it READs inputs

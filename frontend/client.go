@@ -5,9 +5,11 @@
 // straight from the backends (Symphony paper §4.1, Figure 2).
 //
 // Every request ends exactly once: with its output, or with one of the
-// errors in errors.go. A safety timer ends any request that has heard
-// nothing by its deadline plus Config.Grace, so that a lost scheduler or
-// backend can never leave a caller waiting forever.
+// errors in errors.go. A request sent on a scheduler connection that then
+// closes ends at its deadline with ErrSchedulerLost, unless its running
+// batch answers first; a safety timer ends any request that has heard
+// nothing by its deadline plus Config.Grace, so that a lost backend can
+// never leave a caller waiting forever.
 package frontend
 
 import (
@@ -123,7 +125,8 @@ type Call struct {
 
 	id       uint64
 	deadline time.Time
-	timer    *time.Timer
+	sess     *session    // the scheduler connection its task went on
+	timer    *time.Timer // the safety timer; under Client.mu while pending
 	stop     func() bool // context.AfterFunc's stop
 }
 
@@ -337,14 +340,34 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	}
 }
 
+// endSession retires a closed scheduler connection. Nothing but a batch
+// already running can answer the requests sent on it any more (the
+// scheduler forgets a departed frontend's queue, and backends stop
+// delivering to it), so each of them now ends at its deadline with
+// ErrSchedulerLost, unless its result comes first, instead of waiting
+// out the grace for an answer that cannot come.
 func (c *Client) endSession(s *session) {
+	if s == nil {
+		return
+	}
 	c.mu.Lock()
 	if c.session == s {
 		c.session = nil
 	}
+	lost := 0
+	for id, call := range c.pending {
+		if call.sess != s || !call.timer.Stop() {
+			continue // another session's, or its safety timer is firing
+		}
+		lost++
+		call.timer = time.AfterFunc(time.Until(call.deadline), func() {
+			c.finish(id, nil, ErrSchedulerLost, Timing{})
+		})
+	}
 	c.mu.Unlock()
-	if s != nil {
-		s.submit.Close()
+	s.submit.Close()
+	if lost > 0 {
+		c.log.Warn().Int("requests", lost).Msg("scheduler connection lost with requests waiting: each ends at its deadline unless its running batch answers")
 	}
 }
 
@@ -371,6 +394,11 @@ func (c *Client) endError(id uint64, code wire.EndCode, detail, backend string) 
 		return &DropError{Model: model, Reason: DropShutdown}
 	case wire.EndUnknownModel:
 		return fmt.Errorf("%w %q", ErrUnknownModel, model)
+	case wire.EndBadRequest:
+		// The scheduler refused the descriptor; this client only sends
+		// deadlines within the SLO, so its clock and the scheduler's
+		// disagree.
+		return fmt.Errorf("%w: the scheduler refused the request for %q: %s", ErrBadDeadline, model, detail)
 	}
 	cause := code.String()
 	if detail != "" {
@@ -469,21 +497,26 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		return c.failEarly(call, err)
 	}
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.session != sess {
+		err := ErrClosed
+		if !c.closed { // the connection closed since the check above
+			err = ErrNotConnected
+		}
 		c.mu.Unlock()
 		if ready != nil {
-			ready(ErrClosed)
+			ready(err)
 		}
 		c.store.Release(call.id)
-		return c.failEarly(call, ErrClosed)
+		return c.failEarly(call, err)
 	}
+	call.sess = sess
 	c.pending[call.id] = call
 	c.stats.Submitted.Add(1)
 	// The safety net: whatever happens elsewhere, the call ends by
 	// deadline + grace.
 	id := call.id
 	call.timer = time.AfterFunc(time.Until(call.deadline)+c.cfg.Grace, func() {
-		c.finish(id, nil, &BackendError{Model: model, Cause: "no answer by the deadline"}, Timing{})
+		c.finish(id, nil, &BackendError{Model: model, Cause: "no answer by the deadline (and grace): its backend never reported"}, Timing{})
 	})
 	call.stop = context.AfterFunc(ctx, func() {
 		c.finish(id, nil, &DropError{Model: model, Reason: DropCanceled}, Timing{})
@@ -496,6 +529,9 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	}
 	task := wire.Task{ID: call.id, Model: m.id, Deadline: call.deadline.UnixNano(), Input: ref}
 	if !sess.submit.Add(task) {
+		// The session ended since the call joined it, and endSession has
+		// set the call to end at its deadline; it was never sent, so end it
+		// now.
 		c.finish(call.id, nil, ErrNotConnected, Timing{})
 	}
 	return call

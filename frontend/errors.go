@@ -19,6 +19,13 @@ var (
 	// ErrBadDeadline: the request asked for a deadline that has already
 	// passed, or a longer one than the model's SLO allows.
 	ErrBadDeadline = errors.New("frontend: bad deadline")
+	// ErrSchedulerLost: the connection to the scheduler closed while the
+	// request was waiting, and no result came by its deadline. The
+	// scheduler forgets a departed frontend's queued requests and the
+	// backends stop delivering to it, so only a batch that was already
+	// running can still answer; the request waits for that until its
+	// deadline, no longer.
+	ErrSchedulerLost = errors.New("frontend: lost the scheduler connection before the request was answered")
 )
 
 // DropReason says why the scheduler (or the frontend on its behalf) ended a

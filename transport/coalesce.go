@@ -61,6 +61,18 @@ func (c *Coalescer[T]) drain() {
 	c.mu.Unlock()
 }
 
+// Flush waits until everything queued so far has been handed to flush.
+// Unlike Close it keeps taking items, so that a sender can be sure its
+// queue went out (before closing the connection under it, say) while
+// others may still add to it.
+func (c *Coalescer[T]) Flush() {
+	c.mu.Lock()
+	for c.running {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
+}
+
 // Close flushes what is queued, waits for the flush to finish and refuses
 // later items.
 func (c *Coalescer[T]) Close() {

@@ -48,6 +48,43 @@ func TestCoalescerDeliversEverythingOnce(t *testing.T) {
 	t.Logf("8000 items in %d batches", batches)
 }
 
+// Flush returns only once everything added before it was flushed, and
+// Add still works after it.
+func TestCoalescerFlushWaitsAndStaysOpen(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var got []int
+	c := NewCoalescer(func(items []int) {
+		<-release
+		mu.Lock()
+		got = append(got, items...)
+		mu.Unlock()
+	})
+	c.Add(1) // its flush blocks on release
+	c.Add(2)
+	flushed := make(chan struct{})
+	go func() {
+		c.Flush()
+		close(flushed)
+	}()
+	close(release)
+	<-flushed
+	mu.Lock()
+	if len(got) != 2 {
+		t.Errorf("Flush returned with %v flushed, want [1 2]", got)
+	}
+	mu.Unlock()
+	if !c.Add(3) {
+		t.Fatal("Add refused after Flush")
+	}
+	c.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 || got[2] != 3 {
+		t.Errorf("after Close: %v, want [1 2 3]", got)
+	}
+}
+
 func TestBackoffGrowsToItsCap(t *testing.T) {
 	b := Backoff{Min: 10, Max: 100, Factor: 2}
 	want := []int{10, 20, 40, 80, 100, 100}

@@ -25,6 +25,7 @@ func Handler(stats *backend.Stats) http.Handler {
 		counter("plans_total", "Batch plans received from the scheduler.", stats.Plans.Load),
 		counter("requests_total", "Requests in those plans.", stats.Requests.Load),
 		counter("failed_requests_total", "Requests the backend failed: input unavailable or executor error.", stats.Failed.Load),
+		counter("undelivered_results_total", "Results not sent because their frontend's data connection was down or the frontend had left.", stats.Undelivered.Load),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }

@@ -14,6 +14,7 @@ func TestHandlerExportsTheAgentsCounters(t *testing.T) {
 	st.Plans.Store(3)
 	st.Requests.Store(20)
 	st.Failed.Store(2)
+	st.Undelivered.Store(5)
 	rec := httptest.NewRecorder()
 	Handler(&st).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -21,6 +22,7 @@ func TestHandlerExportsTheAgentsCounters(t *testing.T) {
 		"symphony_backend_plans_total 3\n",
 		"symphony_backend_requests_total 20\n",
 		"symphony_backend_failed_requests_total 2\n",
+		"symphony_backend_undelivered_results_total 5\n",
 		"go_goroutines ",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -168,6 +168,8 @@ func failKind(err error) string {
 		return "backend"
 	case errors.Is(err, frontend.ErrNotConnected):
 		return "not connected"
+	case errors.Is(err, frontend.ErrSchedulerLost):
+		return "scheduler lost"
 	case errors.Is(err, frontend.ErrUnknownModel):
 		return "unknown model"
 	case errors.Is(err, frontend.ErrClosed):

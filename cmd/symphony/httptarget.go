@@ -114,6 +114,8 @@ func (t *httpTarget) post(ctx context.Context, model string, input []byte) ([]by
 			reason = frontend.DropDeadline
 		case bytes.Contains(data, []byte("not connected")):
 			return nil, nil, frontend.ErrNotConnected
+		case bytes.Contains(data, []byte("lost the scheduler connection")):
+			return nil, nil, frontend.ErrSchedulerLost
 		}
 		return nil, nil, &frontend.DropError{Model: model, Reason: reason}
 	case http.StatusNotFound:

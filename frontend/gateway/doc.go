@@ -61,13 +61,13 @@
 //	413  body larger than Config.MaxBodyBytes
 //	500  any error the gateway does not recognize (details logged, not returned)
 //	502  frontend.BackendError: the request reached a GPU but no result came back
-//	503  frontend.ErrNotConnected, frontend.ErrClosed, and drops for deadline, overload or shutdown
+//	503  frontend.ErrNotConnected, frontend.ErrSchedulerLost, frontend.ErrClosed, and drops for deadline, overload or shutdown
 //
 // Overload drops get 503, not 429: Symphony sheds requests because the
 // cluster as a whole is short of GPU time, not because this caller sent too
 // many, and 503 is what load balancers and retry policies read as "try
 // another replica or come back later". Drops for deadline, overload and
-// shutdown, and ErrNotConnected, carry a Retry-After of Config.RetryAfter
+// shutdown, ErrNotConnected and ErrSchedulerLost carry a Retry-After of Config.RetryAfter
 // (rounded up to whole seconds) since those conditions pass; ErrClosed does
 // not, since that frontend is going away. When the caller disconnects the
 // gateway writes nothing and logs status 499.

@@ -300,7 +300,7 @@ func errorStatus(ctx context.Context, err error) (status int, retry bool) {
 	switch {
 	case errors.Is(err, frontend.ErrUnknownModel):
 		return http.StatusNotFound, false
-	case errors.Is(err, frontend.ErrNotConnected):
+	case errors.Is(err, frontend.ErrNotConnected), errors.Is(err, frontend.ErrSchedulerLost):
 		return http.StatusServiceUnavailable, true
 	case errors.Is(err, frontend.ErrClosed):
 		return http.StatusServiceUnavailable, false

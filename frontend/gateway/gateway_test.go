@@ -475,6 +475,7 @@ func TestInferErrorMapping(t *testing.T) {
 		{"unknown model", fail(frontend.ErrUnknownModel), nil, 404, "", "unknown model"},
 		{"wrapped unknown model", fail(fmt.Errorf("lookup: %w", frontend.ErrUnknownModel)), nil, 404, "", "unknown model"},
 		{"not connected", fail(frontend.ErrNotConnected), nil, 503, "1", "not connected"},
+		{"scheduler lost", fail(frontend.ErrSchedulerLost), nil, 503, "1", "lost the scheduler connection"},
 		{"closed", fail(frontend.ErrClosed), nil, 503, "", "client closed"},
 		{"bad deadline", fail(frontend.ErrBadDeadline), nil, 400, "", "bad deadline"},
 		{"backend", fail(&frontend.BackendError{Model: "resnet", Backend: "gpu3", Cause: "executor failed"}), nil, 502, "", "executor failed"},

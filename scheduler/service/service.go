@@ -150,7 +150,12 @@ type Stats struct {
 	// Orphaned counts requests whose frontend left while they were
 	// queued: they are left out of their batch plans, since no one waits
 	// for their results and their inputs left with the frontend.
-	Orphaned                                 uint64
+	Orphaned uint64
+	// Unsent counts the ends (drops and failures) the scheduler could not
+	// tell a frontend because its connection had closed, as one does when
+	// a task is read just as the connection goes: that frontend ends those
+	// requests itself (frontend.ErrSchedulerLost).
+	Unsent                                   uint64
 	Frontends, Backends, OnlineGPUs, Rejects int
 	// PlansInFlight is the number of plans sent to backends and not yet
 	// reported finished.
@@ -287,8 +292,12 @@ func (s *Service) Close() {
 		fronts = append(fronts, f)
 	}
 	s.mu.Unlock()
+	// Hand the drop notices queued so far to the connections, which send
+	// them before they close. The coalescers stay open: a Submit read
+	// before its connection closes still gets its shutdown drops, and
+	// frontendGone closes each one after its connection's last message.
 	for _, f := range fronts {
-		f.ended.Close()
+		f.ended.Flush()
 	}
 	_ = s.ln.Close()
 }
@@ -320,7 +329,7 @@ func (s *Service) drain() {
 		for id, reqs := range st.outstanding {
 			for _, r := range reqs {
 				if f := s.frontends[r.frontend]; f != nil {
-					f.ended.Add(wire.End{ID: r.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
+					s.tell(f, wire.End{ID: r.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
 				}
 				n++
 			}
@@ -371,7 +380,7 @@ func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome
 	f := &frontendConn{id: scheduler.FrontendID(s.nextFrontend), name: h.Name, addr: h.DataAddr, conn: c}
 	f.ended = transport.NewCoalescer(func(ends []wire.End) {
 		if err := c.Send(&wire.Ended{Ends: ends}); err != nil {
-			s.log.Debug().Err(err).Int("ends", len(ends)).Msg("drop notices not sent")
+			s.unsent(f, len(ends), err)
 		}
 	})
 	s.frontends[f.id] = f
@@ -387,6 +396,19 @@ func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome
 		Closed:  func(_ transport.Conn, err error) { s.frontendGone(f, err) },
 	}
 	return &wire.Welcome{Version: wire.Version, ID: uint32(f.id), Models: s.specs}, handler, nil
+}
+
+// tell queues ends for frontend f, to go out in its next Ended.
+func (s *Service) tell(f *frontendConn, ends ...wire.End) {
+	if !f.ended.Add(ends...) {
+		s.unsent(f, len(ends), transport.ErrClosed)
+	}
+}
+
+// unsent books n ends that could not be told to f.
+func (s *Service) unsent(f *frontendConn, n int, err error) {
+	s.count(func(st *Stats) { st.Unsent += uint64(n) })
+	s.log.Debug().Err(err).Uint32("frontend", uint32(f.id)).Int("ends", n).Msg("ends not sent: the frontend's connection closed")
 }
 
 func (s *Service) frontendGone(f *frontendConn, err error) {
@@ -436,8 +458,13 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 		if slo := s.specs[t.Model].SLO; t.Deadline > s.toUnix(now.Add(slo+time.Second)) || t.Deadline < s.epochUnix {
 			// A frontend may shorten a deadline, never lengthen it: a
 			// far-off (or overflowing) one is a bad request, not a
-			// request to keep queued forever.
-			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndBadRequest, Detail: "deadline beyond the model's SLO"})
+			// request to keep queued forever. The frontend library never
+			// sends one, so the likely cause is the clocks.
+			detail := "deadline more than the model's SLO (+1s) ahead of the scheduler's clock: is the frontend's clock ahead?"
+			if t.Deadline < s.epochUnix {
+				detail = "deadline before the scheduler started: is the frontend's clock behind?"
+			}
+			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndBadRequest, Detail: detail})
 			continue
 		}
 		if dl <= now {
@@ -455,7 +482,7 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 	s.count(func(st *Stats) { st.Tasks += uint64(len(sub.Tasks)) })
 	if len(ends) > 0 {
 		s.count(func(st *Stats) { st.Dropped += uint64(len(ends)) })
-		f.ended.Add(ends...)
+		s.tell(f, ends...)
 	}
 }
 
@@ -568,7 +595,7 @@ func (s *Service) backendGone(b *backendConn, err error) {
 	}
 	for fid, ends := range lost {
 		if f := s.frontends[fid]; f != nil {
-			f.ended.Add(ends...)
+			s.tell(f, ends...)
 		}
 	}
 	wasReady := b.ready
@@ -652,7 +679,7 @@ func (s *Service) failPlanned(reqs []planned, code wire.EndCode, detail string) 
 	defer s.mu.Unlock()
 	for _, r := range reqs {
 		if f := s.frontends[r.frontend]; f != nil {
-			f.ended.Add(wire.End{ID: r.id, Code: code, Detail: detail})
+			s.tell(f, wire.End{ID: r.id, Code: code, Detail: detail})
 		}
 	}
 }
@@ -676,7 +703,7 @@ func (s *Service) Dropped(_ scheduler.ModelID, d *scheduler.Drop) {
 	f := s.frontends[e.frontend]
 	s.mu.Unlock()
 	if f != nil {
-		f.ended.Add(wire.End{ID: e.id, Code: code})
+		s.tell(f, wire.End{ID: e.id, Code: code})
 	}
 }
 

@@ -152,9 +152,15 @@ func (c *conn) flush() {
 				c.flushing = false
 				closing := c.closing
 				c.mu.Unlock()
-				// A closed connection (by us, or by the peer: netpoll is
-				// already ending it) is no news; a timeout or an error is.
-				if !closing && c.nc.IsActive() {
+				switch {
+				case closing:
+					// A Close was waiting for this drain, which will not
+					// finish (a peer that stopped reading timed the write
+					// out): close now, or nothing ever would.
+					_ = c.nc.Close()
+				case c.nc.IsActive():
+					// A connection the peer closed is no news (netpoll is
+					// already ending it); a timeout or an error is.
 					c.log.Warn().Err(err).Msg("closing connection: write failed")
 					c.shut(fmt.Errorf("tcp: write: %w", err), false)
 				}

@@ -45,6 +45,7 @@ func NewCollector(src Source) prometheus.Collector {
 	add("dropped_requests_total", "Requests dropped by the scheduler (deadline, overload, shutdown, unknown model).", counter, func(s *service.Stats) float64 { return float64(s.Dropped) })
 	add("failed_requests_total", "Planned requests that failed (backend lost, input unavailable, executor failure).", counter, func(s *service.Stats) float64 { return float64(s.Failed) })
 	add("orphaned_requests_total", "Queued requests left out of plans because their frontend left.", counter, func(s *service.Stats) float64 { return float64(s.Orphaned) })
+	add("unsent_ends_total", "Drop and failure notices not delivered because the frontend's connection had closed (that frontend ends those requests itself).", counter, func(s *service.Stats) float64 { return float64(s.Unsent) })
 	add("rejected_connections_total", "Connections refused at the handshake.", counter, func(s *service.Stats) float64 { return float64(s.Rejects) })
 	add("rank_busy_seconds_total", "Time the rank loop spent working; its rate is the loop's utilization.", counter, func(s *service.Stats) float64 { return s.RankBusy.Seconds() })
 	add("frontends", "Frontends connected.", gauge, func(s *service.Stats) float64 { return float64(s.Frontends) })

@@ -15,7 +15,7 @@ type fixed service.Stats
 func (f fixed) Snapshot() service.Stats { return service.Stats(f) }
 
 func TestHandlerExportsTheSnapshot(t *testing.T) {
-	src := fixed{Tasks: 7, Planned: 5, Plans: 2, Dropped: 1, Failed: 1, Orphaned: 3, Rejects: 4,
+	src := fixed{Tasks: 7, Planned: 5, Plans: 2, Dropped: 1, Failed: 1, Orphaned: 3, Unsent: 8, Rejects: 4,
 		Frontends: 2, Backends: 3, OnlineGPUs: 12, PlansInFlight: 6, RankBusy: 1500 * time.Millisecond}
 	rec := httptest.NewRecorder()
 	Handler(src).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -32,6 +32,7 @@ func TestHandlerExportsTheSnapshot(t *testing.T) {
 		"symphony_scheduler_dropped_requests_total 1\n",
 		"symphony_scheduler_failed_requests_total 1\n",
 		"symphony_scheduler_orphaned_requests_total 3\n",
+		"symphony_scheduler_unsent_ends_total 8\n",
 		"symphony_scheduler_rejected_connections_total 4\n",
 		"symphony_scheduler_rank_busy_seconds_total 1.5\n",
 		"# TYPE symphony_scheduler_online_gpus gauge",

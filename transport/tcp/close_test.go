@@ -1,0 +1,68 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// A Close that drains the send queue towards a peer that stopped reading
+// must still end the connection once the drain's write times out: the
+// handler hears OnClose and the connection is gone.
+// (It used to stay open for good: the timed-out flusher left closing the
+// socket to a Close that was waiting for it.)
+func TestCloseEndsWhenTheDrainTimesOut(t *testing.T) {
+	n := New(Options{WriteTimeout: 500 * time.Millisecond})
+	t.Cleanup(n.Close)
+	accepted := make(chan transport.Conn, 1)
+	closedWith := make(chan error, 1)
+	ln, err := n.Listen("127.0.0.1:0", func(c transport.Conn, _ *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+		accepted <- c
+		return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{
+			Closed: func(_ transport.Conn, err error) { closedWith <- err },
+		}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	peer, err := net.Dial("tcp", ln.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	_ = peer.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := peer.Write(wire.AppendFrame(nil, &wire.Hello{Version: wire.Version, Role: wire.RoleFrontend, Name: "stuck", DataAddr: "x"})); err != nil {
+		t.Fatal(err)
+	}
+	c := <-accepted
+	// 16 MiB: far more than the socket buffers hold, within MaxQueue. The
+	// peer never reads, so the flusher is stuck in a write.
+	big := &wire.Results{Results: []wire.Result{{ID: 1, Output: make([]byte, 4<<20)}}}
+	for range 4 {
+		if err := c.Send(big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reason := errors.New("server closing")
+	c.Close(reason)
+	select {
+	case err := <-closedWith:
+		// Close's reason, or the write timeout if that came first (a
+		// slow machine can take the whole timeout to reach Close).
+		if !errors.Is(err, reason) && !strings.Contains(fmt.Sprint(err), "timeout") {
+			t.Errorf("OnClose said %v, want Close's reason %v", err, reason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection never ended after a Close whose drain timed out")
+	}
+	if err := c.Send(big); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Send after the close: %v, want ErrClosed", err)
+	}
+}
