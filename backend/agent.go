@@ -237,7 +237,7 @@ func (a *Agent) Close() {
 		a.rdma.close()
 	}
 	if err := a.pool.ReleaseTimeout(closeWait); err != nil {
-		a.log.Warn().Err(err).Dur("waited", closeWait).Msg("input pulls still running after close")
+		a.log.Warn().Err(err).Str("waited", closeWait.String()).Msg("input pulls still running after close")
 	}
 }
 

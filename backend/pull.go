@@ -646,7 +646,7 @@ func (p *rdmaPuller) broken(pe *peer, l *rdmaLink, s *rdma.Session, err error) {
 	c := l.conn
 	l.mu.Unlock()
 	s.Close()
-	p.log.Warn().Err(err).Uint32("frontend", pe.id).Dur("redial_in", wait).Msg("RDMA queue pair failed; reading over TCP meanwhile")
+	p.log.Warn().Err(err).Uint32("frontend", pe.id).Str("redial_in", wait.Round(time.Millisecond).String()).Msg("RDMA queue pair failed; reading over TCP meanwhile")
 	time.AfterFunc(wait, func() {
 		l.mu.Lock()
 		again := l.conn == c && c != nil && l.sess == nil && !l.refused

@@ -169,7 +169,10 @@ type session struct {
 	submit *transport.Coalescer[wire.Task]
 }
 
-// Stats count how requests ended, for tests and reports.
+// Stats count how requests ended, for tests and reports. Every request
+// made counts in Submitted, and once it has ended in exactly one of
+// Answered, Dropped and Failed (those failed at once, such as an unknown
+// model's, included), so Submitted minus their sum is the requests pending.
 type Stats struct {
 	Submitted, Answered, Dropped, Failed atomic.Uint64
 	// Duplicates counts outcomes that arrived for requests already ended:
@@ -540,6 +543,7 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 func (c *Client) failEarly(call *Call, err error) *Call {
 	call.Err = err
 	call.Timing.Ended = time.Now()
+	c.stats.Submitted.Add(1)
 	c.stats.Failed.Add(1)
 	close(call.done)
 	return call

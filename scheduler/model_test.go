@@ -195,6 +195,29 @@ func TestSchedAtDispatchDelay(t *testing.T) {
 	wantCand(t, "work-conserving", out.Candidate, 3, at(9*ms/2), at(42*ms), at(50*ms))
 }
 
+// A model's input size becomes per-request data delay: 2.5 MiB at 2ms per
+// MiB adds 5ms to each request's pull, and the candidate starts that much
+// later than a small-input model's would.
+func TestDelaysForInput(t *testing.T) {
+	d := Delays{Ctrl: ms, DataPerRequest: ms / 2, DataPerMiB: 2 * ms, Result: ms}
+	big := d.ForInput(5 << 19) // 2.5 MiB
+	if want := (Delays{Ctrl: ms, DataPerRequest: ms/2 + 5*ms, Result: ms}); big != want {
+		t.Fatalf("ForInput(2.5MiB) = %+v, want %+v", big, want)
+	}
+	if small := d.ForInput(0); small.DataPerRequest != ms/2 || small.DataPerMiB != 0 {
+		t.Errorf("ForInput(0) = %+v: only the per-request delay should remain", small)
+	}
+	// Work-conserving, two requests at t=0: ExecAt = Ctrl + 2·(0.5 + 5)ms.
+	m := newModel(t, ModelConfig{Policy: PolicyWorkConserving, Delays: big})
+	out := m.Enqueue(0, mkReqs(1, 50*ms, 50*ms))
+	if want := at(ms + 11*ms); out.Candidate.ExecAt != want {
+		t.Errorf("ExecAt %v, want %v (the pulls of two 2.5MiB inputs)", out.Candidate.ExecAt, want)
+	}
+	if err := (Delays{DataPerMiB: -1}).Validate(); err == nil {
+		t.Error("a negative data delay per MiB validated")
+	}
+}
+
 // TestBetaLambdaRule feeds a steady 1923 req/s (one request every 0.52ms)
 // for a second of virtual time, so λ ≈ 1923/s and βλ ≈ 5ms·1923/s ≈ 9.6.
 // With SchedulableBetaLambda, candidates of up to 9 requests wait for

@@ -29,6 +29,10 @@ type RankConfig struct {
 	GPUs   int
 	Policy Policy
 	Delays Delays
+	// ModelDelays, if set, are each model's own delays (ModelConfig.Delays),
+	// whose data delay depends on the model's input size; it must then
+	// have one entry per model. Nil means Delays for every model.
+	ModelDelays []Delays
 	// Lead makes every timer fire that much early: the time the caller's
 	// own wake-ups and hand-offs may take. Plans still use the network
 	// delays alone, so a grant that runs late by up to Lead starts on time.
@@ -57,6 +61,13 @@ func (c RankConfig) Validate() error {
 		return fmt.Errorf("scheduler: negative schedule-ahead %v", c.ScheduleAhead)
 	case c.Lead < 0:
 		return fmt.Errorf("scheduler: negative lead %v", c.Lead)
+	case c.ModelDelays != nil && len(c.ModelDelays) != c.Models:
+		return fmt.Errorf("scheduler: %d model delays for %d models", len(c.ModelDelays), c.Models)
+	}
+	for _, d := range c.ModelDelays {
+		if err := d.Validate(); err != nil {
+			return err
+		}
 	}
 	return c.Delays.Validate()
 }
@@ -183,7 +194,7 @@ func (r *RankCore) rearm(m ModelID) {
 		return
 	}
 	st.state = modelArmed
-	st.timerAt = st.cand.ExecAt.Add(-r.cfg.Delays.Dispatch(st.cand.BatchSize) - r.cfg.Lead)
+	st.timerAt = st.cand.ExecAt.Add(-r.dispatch(m, st.cand.BatchSize) - r.cfg.Lead)
 	r.timers.Push(m)
 }
 
@@ -196,13 +207,21 @@ func (r *RankCore) removeReady(m ModelID) {
 	r.models[m].readyAt = -1
 }
 
+// dispatch is model m's delay(bs).
+func (r *RankCore) dispatch(m ModelID, bs int) time.Duration {
+	if r.cfg.ModelDelays != nil {
+		return r.cfg.ModelDelays[m].Dispatch(bs)
+	}
+	return r.cfg.Delays.Dispatch(bs)
+}
+
 // lead is how long before a GPU frees the rank must act for the ready
 // candidates: the largest dispatch delay among them (set_gpu_timer), or the
 // schedule-ahead window under clockwork.
 func (r *RankCore) lead() time.Duration {
 	var d time.Duration
 	for _, m := range r.ready {
-		if x := r.cfg.Delays.Dispatch(r.models[m].cand.BatchSize); x > d {
+		if x := r.dispatch(m, r.models[m].cand.BatchSize); x > d {
 			d = x
 		}
 	}

@@ -161,10 +161,27 @@ type Drop struct {
 type Delays struct {
 	// Ctrl is the grant's trip from the scheduler to the backend.
 	Ctrl time.Duration
-	// DataPerRequest is the time to pull one request's input from its frontend.
+	// DataPerRequest is the time to pull one request's input from its
+	// frontend, whatever its size.
 	DataPerRequest time.Duration
+	// DataPerMiB is the time to pull each MiB of input on top of that:
+	// the inverse of the data path's bandwidth. It counts for a model
+	// whose input size is known (ForInput); d_data of a model with inputs
+	// of s bytes is DataPerRequest + s/MiB × DataPerMiB.
+	DataPerMiB time.Duration
 	// Result is the result's trip from the backend to the frontend.
 	Result time.Duration
+}
+
+// ForInput returns the delays of a model whose inputs take bytes each:
+// DataPerMiB folded into DataPerRequest (and then zero), so that a batch
+// of large inputs is granted early enough for its pulls to finish.
+func (d Delays) ForInput(bytes int64) Delays {
+	if bytes > 0 && d.DataPerMiB > 0 {
+		d.DataPerRequest += time.Duration(float64(d.DataPerMiB) * float64(bytes) / (1 << 20))
+	}
+	d.DataPerMiB = 0
+	return d
 }
 
 // Dispatch returns delay(bs): the time from a grant until a batch of bs
@@ -175,7 +192,7 @@ func (d Delays) Dispatch(bs int) time.Duration {
 
 // Validate rejects negative delays.
 func (d Delays) Validate() error {
-	if d.Ctrl < 0 || d.DataPerRequest < 0 || d.Result < 0 {
+	if d.Ctrl < 0 || d.DataPerRequest < 0 || d.DataPerMiB < 0 || d.Result < 0 {
 		return fmt.Errorf("scheduler: negative network delay %+v", d)
 	}
 	return nil

@@ -69,7 +69,7 @@ func KeepDialing(ctx context.Context, b Backoff, log zerolog.Logger, session fun
 		if errors.As(err, &rej) {
 			ev = log.Error()
 		}
-		ev.Err(err).Dur("retry_in", wait).Msg("connection lost")
+		ev.Err(err).Str("retry_in", wait.Round(time.Millisecond).String()).Msg("not connected; will retry")
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

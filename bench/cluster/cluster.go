@@ -84,7 +84,7 @@ func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Confi
 		Frontends: 1, Log: zerolog.Nop(),
 	}
 	for _, m := range w.Models {
-		c.Models = append(c.Models, service.Model{Name: m.Name, Profile: m.Profile, SLO: m.SLO})
+		c.Models = append(c.Models, service.Model{Name: m.Name, Profile: m.Profile, SLO: m.SLO, InputBytes: m.InputBytes})
 	}
 	gpus := w.Cluster.GPUs
 	c.GPUsPerBackend = min(4, gpus)

@@ -118,3 +118,25 @@ func TestSchedulerCloseEndsStuckPlans(t *testing.T) {
 		}
 	}
 }
+
+// EndDrain (an operator's second SIGTERM) cuts a long drain short: the
+// stuck plan's request ends as a shutdown drop at once, not after the
+// drain timeout, and Close returns.
+func TestEndDrainCutsTheWaitShort(t *testing.T) {
+	c, g := gatedCluster(t, time.Hour)
+	f := c.Frontends[0]
+	call := f.Go(context.Background(), "slow", input(0))
+	<-g.started // and never released until cleanup
+	closed := make(chan struct{})
+	go func() {
+		c.Scheduler.Close()
+		close(closed)
+	}()
+	waitFor(t, func() bool { return c.Scheduler.Snapshot().PlansInFlight == 1 })
+	c.Scheduler.EndDrain()
+	<-closed
+	<-call.Done()
+	if r, ok := frontend.IsDrop(call.Err); !ok || r != frontend.DropShutdown {
+		t.Fatalf("the stuck plan's request ended with %v; want a shutdown drop", call.Err)
+	}
+}

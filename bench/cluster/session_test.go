@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/frontend"
@@ -161,5 +165,50 @@ func TestSchedulerCloseAnswersEveryTaskItTook(t *testing.T) {
 		}
 		unsent += st.Unsent
 		mu.Unlock()
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the cluster's concurrent loggers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Inputs far larger than a model's pull budget get one warning that says
+// what to do, naming the model, however many come.
+func TestSchedulerWarnsOnceAboutInputsOverBudget(t *testing.T) {
+	var logs syncBuffer
+	cfg := testConfig(inproc.New(), "", 1, 1)
+	cfg.Log = zerolog.New(&logs).Level(zerolog.WarnLevel)
+	c := startCluster(t, cfg)
+	f := c.Frontends[0]
+	if _, err := f.Infer(context.Background(), "fast", make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "pull budget") {
+		t.Fatalf("warned about a 100-byte input: %s", logs.String())
+	}
+	for range 3 {
+		if _, err := f.Infer(context.Background(), "fast", make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Count(logs.String(), "larger than the model's pull budget"); got != 1 {
+		t.Fatalf("%d warnings about 1 MiB inputs, want 1:\n%s", got, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"model":"fast"`) || !strings.Contains(logs.String(), "input_size") {
+		t.Errorf("the warning should name the model and the cure: %s", logs.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/report"
@@ -165,7 +166,13 @@ func failKind(err error) string {
 	var be *frontend.BackendError
 	switch {
 	case errors.As(err, &be):
-		return "backend"
+		// The cause's first clause is its kind ("input unavailable",
+		// "executor failed", "backend lost", ...); the rest is detail.
+		kind, _, _ := strings.Cut(be.Cause, ":")
+		if kind == "" {
+			return "backend"
+		}
+		return "backend: " + kind
 	case errors.Is(err, frontend.ErrNotConnected):
 		return "not connected"
 	case errors.Is(err, frontend.ErrSchedulerLost):

@@ -177,7 +177,7 @@ func TestAccountingAndClassification(t *testing.T) {
 				reasons["overload"]++
 			case 1:
 				want.Failed++
-				reasons["failed: backend"]++
+				reasons["failed: backend: executor failed"]++
 			case 2:
 				want.Late++
 			case 3:

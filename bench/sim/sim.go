@@ -97,19 +97,21 @@ type symphonyEngine struct {
 	acct   *accounting
 	models []*scheduler.ModelCore
 	ranks  []*scheduler.RankCore
-	partOf []int             // the rank that serves each model
-	wakes  *idheap.Heap[int] // models with a wake-up, by WakeAt
-	delays scheduler.Delays
-	epoch  *epochJob // nil without epochs
+	partOf []int              // the rank that serves each model
+	wakes  *idheap.Heap[int]  // models with a wake-up, by WakeAt
+	delays []scheduler.Delays // per model: the network's, with its input size
+	epoch  *epochJob          // nil without epochs
 	one    [1]scheduler.Request
 }
 
 func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine, error) {
-	e := &symphonyEngine{acct: acct, delays: w.Network, partOf: make([]int, len(w.Models))}
+	e := &symphonyEngine{acct: acct, partOf: make([]int, len(w.Models))}
 	for i := range w.Models {
+		d := w.Network.ForInput(w.Models[i].InputBytes)
+		e.delays = append(e.delays, d)
 		mc, err := scheduler.NewModelCore(scheduler.ModelConfig{
 			ID: scheduler.ModelID(i), Name: w.Models[i].Name, Profile: w.Models[i].Profile,
-			Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: w.Network,
+			Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: d,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
@@ -122,7 +124,7 @@ func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine,
 	}
 	for range parts {
 		rank, err := scheduler.NewRankCore(scheduler.RankConfig{
-			Models: len(w.Models), GPUs: w.Cluster.GPUs, Policy: w.Policy, Delays: w.Network,
+			Models: len(w.Models), GPUs: w.Cluster.GPUs, Policy: w.Policy, Delays: w.Network, ModelDelays: e.delays,
 			ScheduleAhead: w.ScheduleAhead, StartOffline: w.Epoch != nil,
 		})
 		if err != nil {
@@ -212,7 +214,7 @@ func (e *symphonyEngine) handle(now scheduler.Time, model int, out *scheduler.Mo
 		e.acct.drop(model, &out.Drops[i])
 	}
 	for i := range out.Plans {
-		e.acct.plan(now, model, &out.Plans[i], e.delays.Dispatch(len(out.Plans[i].Requests)))
+		e.acct.plan(now, model, &out.Plans[i], e.delays[model].Dispatch(len(out.Plans[i].Requests)))
 	}
 	if e.epoch != nil {
 		e.epoch.observe(model, out)

@@ -133,6 +133,25 @@ func TestTable4Symphony(t *testing.T) {
 	}
 }
 
+// A model with large inputs has their pulls budgeted: the ResNet50 row
+// with 600 KiB inputs at 1ms per MiB (about 1 GiB/s) pays 0.6ms more per
+// request before its batches start, which the schedule absorbs with
+// smaller batches, and nothing it plans starts before its inputs are in
+// (the oracle in run checks every plan against the model's own delays).
+func TestLargeInputsAreBudgeted(t *testing.T) {
+	small := run(t, table4(scheduler.PolicySymphony, 3000))
+	w := table4(scheduler.PolicySymphony, 3000)
+	w.Network.DataPerMiB = msec
+	w.Models[0].InputBytes = 600 << 10
+	big := run(t, w)
+	if big.BadRate >= 0.01 {
+		t.Errorf("600 KiB inputs at 3000 req/s: bad rate %.4f, want < 1%%", big.BadRate)
+	}
+	if big.MeanBatchSize >= small.MeanBatchSize {
+		t.Errorf("mean batch %.1f with 600 KiB inputs, %.1f without: the pulls should cost batch size", big.MeanBatchSize, small.MeanBatchSize)
+	}
+}
+
 // TestTable4Overload: at 7000 req/s, 1.35× symphony's goodput, symphony
 // keeps its goodput (the flat top of §4.4) while clockwork's greedy
 // earliest-deadline batches collapse.

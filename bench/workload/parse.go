@@ -19,6 +19,10 @@ import (
 	"github.com/symphony-serving/symphony/scheduler/profile"
 )
 
+// maxInputSize bounds a model's input_size: the largest input a task
+// descriptor may announce (transport/wire.MaxInputSize).
+const maxInputSize = 64 << 20
+
 // MaxFileSize is the largest workload file Parse accepts, in bytes. A real
 // workload is a few kilobytes even with hundreds of models; the limit keeps
 // a mistaken or hostile input (a trace passed with -f, say) from exhausting
@@ -72,6 +76,7 @@ func DefaultNetwork() scheduler.Delays {
 	return scheduler.Delays{
 		Ctrl:           100 * time.Microsecond,
 		DataPerRequest: 20 * time.Microsecond,
+		DataPerMiB:     time.Millisecond, // about 1 GiB/s, for models with an input_size
 		Result:         100 * time.Microsecond,
 	}
 }
@@ -140,6 +145,22 @@ func Parse(data []byte, source string) (*Workload, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// MaxRequests bounds the requests a workload may offer over its run: a
+// billion takes the simulator many minutes and gigabytes, and is almost
+// always a typo in a rate.
+const MaxRequests = 1e9
+
+// expectedRequests is the number of requests w offers over warmup and
+// duration at its nominal rates.
+func (w *Workload) expectedRequests() float64 {
+	run := w.Warmup + w.Duration
+	var n float64
+	for i := range w.Models {
+		n += w.Models[i].MeanRate(0, run) * run.Seconds()
+	}
+	return n
 }
 
 // parser walks one document's node tree. It holds per-call caches and
@@ -269,6 +290,9 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 	if len(w.Models) == 0 {
 		return nil, p.ErrAt(m.Node, "models", "no models: give a models list or a zoo")
 	}
+	if n := w.expectedRequests(); n > MaxRequests {
+		return nil, p.ErrAt(m.Node, "models", "workload too large: the rates offer about %.3g requests over %v (warmup and duration), more than %.0g; is a rate off by a few zeros?", n, p.runLength, float64(MaxRequests))
+	}
 	return w, nil
 }
 
@@ -353,20 +377,20 @@ func (p *parser) cluster(n *yaml.Node, path string) (Cluster, error) {
 	return c, nil
 }
 
-var networkKeys = []string{"ctrl_delay", "data_delay_per_request", "result_delay"}
+var networkKeys = []string{"ctrl_delay", "data_delay_per_request", "data_delay_per_mib", "result_delay"}
 
 // network reads the delays; a delay left out of a given mapping is 0, so
 // that network: {} means an ideal network.
 func (p *parser) network(n *yaml.Node, path string) (scheduler.Delays, error) {
 	var d scheduler.Delays
-	m, err := p.Mapping(n, path, "a mapping {ctrl_delay, data_delay_per_request, result_delay}", networkKeys)
+	m, err := p.Mapping(n, path, "a mapping {ctrl_delay, data_delay_per_request, data_delay_per_mib, result_delay}", networkKeys)
 	if err != nil {
 		return d, err
 	}
 	for _, f := range []struct {
 		key string
 		dst *time.Duration
-	}{{"ctrl_delay", &d.Ctrl}, {"data_delay_per_request", &d.DataPerRequest}, {"result_delay", &d.Result}} {
+	}{{"ctrl_delay", &d.Ctrl}, {"data_delay_per_request", &d.DataPerRequest}, {"data_delay_per_mib", &d.DataPerMiB}, {"result_delay", &d.Result}} {
 		if v, ok := m.Lookup(f.key); ok {
 			if *f.dst, err = p.NonNegDuration(v, m.At(f.key)); err != nil {
 				return d, err
@@ -441,7 +465,7 @@ func (p *parser) epoch(n *yaml.Node, path string) (Epoch, error) {
 	return e, nil
 }
 
-var modelKeys = []string{"name", "profile", "memory", "slo", "rate", "rates", "rate_trace", "daily_rate", "arrival"}
+var modelKeys = []string{"name", "profile", "memory", "input_size", "slo", "rate", "rates", "rate_trace", "daily_rate", "arrival"}
 
 func (p *parser) models(n *yaml.Node, path string, names map[string]string) ([]Model, error) {
 	seq, err := p.Resolve(n, path)
@@ -506,12 +530,24 @@ func (p *parser) model(n *yaml.Node, path string) (Model, *yaml.Node, error) {
 			return md, nil, err
 		}
 	}
+	if v, ok := m.Lookup("input_size"); ok {
+		if md.InputBytes, err = p.Size(v, m.At("input_size"), maxInputSize); err != nil {
+			return md, nil, err
+		}
+	}
 	if v, ok := m.Lookup("slo"); ok {
 		if md.SLO, err = p.PosDuration(v, m.At("slo")); err != nil {
 			return md, nil, err
 		}
 	} else if spec == nil {
 		return md, nil, p.ErrAt(m.Node, m.At("slo"), "required (a duration such as 25ms) unless the profile is a zoo reference")
+	}
+	if one := md.Profile.Latency(1); md.SLO <= one {
+		where := m.Node
+		if v, ok := m.Lookup("slo"); ok {
+			where = v
+		}
+		return md, nil, p.ErrAt(where, m.At("slo"), "%v is not longer than a batch of one takes (%v): no request could meet it", md.SLO, one)
 	}
 	if md.Rates, err = p.modelRates(m); err != nil {
 		return md, nil, err

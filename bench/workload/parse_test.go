@@ -184,7 +184,7 @@ models:
 	// A network mapping that leaves delays out means those delays are 0.
 	w = mustParse(t, `
 cluster: {gpus: 2}
-network: {ctrl_delay: 50us}
+network: {ctrl_delay: 50us, data_delay_per_mib: 3ms}
 models:
   - {name: m, profile: {alpha: 1ms, beta: 2ms}, slo: 10ms, rate: 100}
 policy: clockwork
@@ -193,7 +193,7 @@ nexus_frontends: 4
 autoscale_window: 2s
 seed: 7
 `)
-	if w.Network != (scheduler.Delays{Ctrl: 50 * time.Microsecond}) || w.Policy != scheduler.PolicyClockwork ||
+	if w.Network != (scheduler.Delays{Ctrl: 50 * time.Microsecond, DataPerMiB: 3 * time.Millisecond}) || w.Policy != scheduler.PolicyClockwork ||
 		w.ScheduleAhead != 3*time.Millisecond || w.NexusFrontends != 4 || w.AutoscaleWindow != 2*time.Second || w.Seed != 7 {
 		t.Errorf("explicit: %+v", w)
 	}
@@ -206,6 +206,7 @@ models:
   - name: table
     profile: {batch_latency: [5ms, 6ms, 7.5ms]}
     memory: {static: 170MiB, dynamic: 1.5GiB}
+    input_size: 588KiB
     slo: 30ms
     rates:
       - {duration: 10s, rate: 100}
@@ -232,6 +233,9 @@ models:
 	}
 	if a.RateAt(12*time.Second) != 300 || a.RateAt(time.Minute) != 50 || a.Arrival.Kind != ArrivalConstant {
 		t.Errorf("rate schedule or arrival wrong: %+v", a)
+	}
+	if a.InputBytes != 588<<10 || b.InputBytes != 0 {
+		t.Errorf("input sizes %d and %d, want 588KiB and none", a.InputBytes, b.InputBytes)
 	}
 	if b.Profile.MaxBatch() != 16 || b.Profile.Latency(4) != 6*time.Millisecond || b.StaticMemory != 1024 ||
 		b.Rates[0].Rate != 0 || b.Arrival != (Arrival{Kind: ArrivalGamma, Shape: 0.3}) {
@@ -514,6 +518,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad arrival", model("    slo: 10ms", "    rate: 1", "    arrival: burst"), []string{`test.yaml:7: models[0].arrival: unknown arrival "burst"`}},
 		{"bad gamma", model("    slo: 10ms", "    rate: 1", "    arrival: gamma:-1"), []string{"test.yaml:7: models[0].arrival:", "gamma shape must be a positive number"}},
 		{"bad size unit", model("    slo: 10ms", "    rate: 1", "    memory: {static: 12GB}"), []string{`test.yaml:7: models[0].memory.static: "12GB" has unknown unit "GB" (want B, KiB, MiB, GiB, TiB or PiB)`}},
+		{"slo shorter than a batch of one", model("    slo: 1ms", "    rate: 1"), []string{"test.yaml:5: models[0].slo: 1ms is not longer than a batch of one takes (2ms)"}},
+		{"rate off by zeros", model("    slo: 10ms", "    rate: 1e9"), []string{"test.yaml:1: models: workload too large: the rates offer about 3.5e+10 requests over 35s", "is a rate off by a few zeros?"}},
+		{"input too large", model("    slo: 10ms", "    rate: 1", "    input_size: 1GiB"), []string{`test.yaml:7: models[0].input_size: "1GiB" is larger than 64MiB`}},
 		{"negative size", model("    slo: 10ms", "    rate: 1", "    memory: {dynamic: -1MiB}"), []string{"test.yaml:7: models[0].memory.dynamic:", "negative"}},
 		{"size overflow", model("    slo: 10ms", "    rate: 1", "    memory: {dynamic: 99999999TiB}"), []string{"test.yaml:7: models[0].memory.dynamic:", "too large"}},
 		{"bad profile string", model("    slo: 10ms", "    rate: 1")[:len(base)] + "  - {name: m, profile: resnet, slo: 1s, rate: 1}\n", []string{"test.yaml:3: models[0].profile:", "is not a profile"}},

@@ -105,6 +105,11 @@ type Model struct {
 	// StaticMemory and DynamicMemory are bytes, 0 when not given.
 	StaticMemory  int64
 	DynamicMemory int64
+	// InputBytes is the size of one request's input (input_size), 0 when
+	// not given: the pull of a batch's inputs is budgeted at
+	// data_delay_per_mib for each MiB, and the load generator sends
+	// inputs of this size.
+	InputBytes int64
 	// Rates is the offered rate over time: consecutive phases, the last of
 	// which lasts forever. A constant rate is one phase.
 	Rates   []RatePhase

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/schedbench"
@@ -18,6 +19,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			"Usage: symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [flags]   (symphony bench -f x -h lists them)\n"+
 			"  Offers a workload's load to a running cluster and reports as symphony sim does.\n")
 		return nil
+	}
+	if len(args) > 0 && args[0] != "scheduler" && !strings.HasPrefix(args[0], "-") {
+		return usageErr("unknown bench subcommand %q: want \"symphony bench scheduler\" or \"symphony bench -f WORKLOAD --scheduler ADDR\"", args[0])
 	}
 	if len(args) == 0 || args[0] != "scheduler" {
 		return runBenchLoad(args, stdout, stderr)

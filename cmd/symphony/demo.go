@@ -14,6 +14,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // processLog is the log of the cluster's processes: silent unless -v.
@@ -38,6 +39,13 @@ type loadFlags struct {
 	verbose     *bool
 }
 
+// defaultInputBytes is the input size the load generator sends for a
+// model without an input_size; maxInputBytes the largest a task may carry.
+const (
+	defaultInputBytes = 1024
+	maxInputBytes     = wire.MaxInputSize
+)
+
 func addLoadFlags(fs *flag.FlagSet, fileHelp string) *loadFlags {
 	return &loadFlags{
 		file:        fs.String("f", "", fileHelp),
@@ -47,7 +55,7 @@ func addLoadFlags(fs *flag.FlagSet, fileHelp string) *loadFlags {
 		csvPath:     fs.String("csv", "", "write the per-model report as CSV to `FILE`"),
 		plotDir:     fs.String("plot", "", "write SVG and PNG charts into `DIR`"),
 		findGoodput: fs.Bool("find-goodput", false, "search for the largest load multiplier at which every model's bad rate is at most 1% (each step runs in real time)"),
-		inputBytes:  fs.Int("input-bytes", 1024, "size of each request's input"),
+		inputBytes:  fs.Int("input-bytes", -1, "size of each request's input, for every model (default: each model's input_size, or 1024)"),
 		quiet:       fs.Bool("quiet", false, "no progress line"),
 		verbose:     fs.Bool("v", false, "log the cluster's events"),
 	}
@@ -57,12 +65,22 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	if fs.NArg() > 0 {
 		return nil, usageErr("unexpected arguments %q", fs.Args())
 	}
-	if *lf.inputBytes < 0 {
-		return nil, usageErr("--input-bytes must not be negative")
+	if *lf.inputBytes < -1 || *lf.inputBytes > maxInputBytes {
+		return nil, usageErr("--input-bytes must be between 0 and %d", maxInputBytes)
+	}
+	if *lf.duration < 0 {
+		return nil, usageErr("--duration must not be negative")
 	}
 	w, err := loadWorkload(*lf.file)
 	if err != nil {
 		return nil, err
+	}
+	if *lf.inputBytes >= 0 {
+		// Every model's inputs take this size, and a cluster started from
+		// w budgets their pulls for it.
+		for i := range w.Models {
+			w.Models[i].InputBytes = int64(*lf.inputBytes)
+		}
 	}
 	if *lf.duration > 0 {
 		w.Duration = *lf.duration
@@ -75,7 +93,14 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 
 // drive runs the load (or the goodput search) and writes the report.
 func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Workload, label string, stdout, stderr io.Writer) error {
-	o := loadgen.Options{Label: label, InputBytes: func(string) int { return *lf.inputBytes }}
+	sizes := make(map[string]int, len(w.Models))
+	for _, m := range w.Models {
+		sizes[m.Name] = defaultInputBytes
+		if m.InputBytes > 0 {
+			sizes[m.Name] = int(m.InputBytes)
+		}
+	}
+	o := loadgen.Options{Label: label, InputBytes: func(model string) int { return sizes[model] }}
 	if !*lf.quiet {
 		o.Progress = stderr
 	}
@@ -125,8 +150,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	client := c.Frontends[0]
 	if !*lf.quiet {
-		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request, result %v\n",
-			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), client.DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.Result)
+		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request + %v/MiB, result %v\n",
+			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), client.DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.DataPerMiB, cc.Delays.Result)
 	}
 	if *httpAddr != "" {
 		srv, addr, err := serveGateway(client, *httpAddr, true, log)
@@ -186,11 +211,17 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	err = client.WaitReady(wctx)
 	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("no scheduler answered at %s within 10s (is it running, and is that its --addr?): %w", *sched, err)
 	}
 	for _, m := range w.Models {
-		if _, ok := client.Model(m.Name); !ok {
+		info, ok := client.Model(m.Name)
+		if !ok {
 			return fmt.Errorf("the scheduler at %s does not serve model %q of %s", *sched, m.Name, w.Source)
+		}
+		if info.SLO != m.SLO {
+			// The report judges requests by the file's SLO, the scheduler
+			// by its own: the figures would mean nothing.
+			return fmt.Errorf("model %q: %s gives an SLO of %v, but the scheduler at %s serves it with %v; bench the workload the scheduler was started with (symphony scheduler -f)", m.Name, w.Source, m.SLO, *sched, info.SLO)
 		}
 	}
 	return lf.drive(ctx, client, w, w.Policy.String()+" (live)", stdout, stderr)

@@ -58,7 +58,7 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, *quiet)
 	if w.Models[0].SLO > *horizon {
-		log.Warn().Dur("slo", w.Models[0].SLO).Dur("horizon", *horizon).Msg("the horizon is shorter than the SLO: most trials will tie and the clairvoyant scheduler fall back on the rules; raise --horizon")
+		log.Warn().Str("slo", w.Models[0].SLO.String()).Str("horizon", horizon.String()).Msg("the horizon is shorter than the SLO: most trials will tie and the clairvoyant scheduler fall back on the rules; raise --horizon")
 	}
 	// A clairvoyant replay takes seconds to minutes: log each tenth of it.
 	var next float64

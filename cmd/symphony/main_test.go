@@ -106,7 +106,8 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "-f", table4, "--compare", "--policy", "nexus"}, 2, "exclude each other"},
 		{[]string{"sim", "-f", table4, "--sweep", "0.5,x"}, 2, "--sweep"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
-		{[]string{"bench", "everything"}, 2, "-f WORKLOAD is required"},
+		{[]string{"bench", "everything"}, 2, `unknown bench subcommand "everything"`},
+		{[]string{"bench", "--quiet"}, 2, "-f WORKLOAD is required"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(t, c.args...)

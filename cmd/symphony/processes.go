@@ -134,8 +134,20 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	<-ctx.Done()
-	stop() // a second signal now kills the process, cutting a long drain short
+	stop()
+	// A second signal cuts a long drain short: the plans still out end as
+	// shutdown drops, and the scheduler still stops cleanly.
+	second := make(chan os.Signal, 1)
+	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-second; ok {
+			log.Warn().Msg("second signal: ending the plans still in flight as shutdown drops")
+			svc.EndDrain()
+		}
+	}()
 	svc.Close()
+	signal.Stop(second)
+	close(second)
 	st := svc.Snapshot()
 	log.Info().Uint64("tasks", st.Tasks).Uint64("planned", st.Planned).Uint64("dropped", st.Dropped).Uint64("failed", st.Failed).Msg("scheduler stopped")
 	return nil

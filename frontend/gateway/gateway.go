@@ -209,7 +209,7 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 			lvl = zerolog.ErrorLevel
 		}
 		ev := g.cfg.Log.WithLevel(lvl).Str("model", model).Str("id", id).Int("status", status).
-			Int("bytes_in", nIn).Int("bytes_out", nOut).Dur("dur", time.Since(start))
+			Int("bytes_in", nIn).Int("bytes_out", nOut).Float64("dur_ms", float64(time.Since(start).Microseconds())/1000)
 		if clientError != "" {
 			ev = ev.Str("bad_request", clientError)
 		}

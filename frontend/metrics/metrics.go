@@ -44,7 +44,7 @@ func New(stats *frontend.Stats) *Metrics {
 			func() float64 { return float64(v()) })
 	}
 	m.reg.MustRegister(m.requests, m.duration,
-		ends("submitted_requests_total", "Requests submitted to the scheduler.", stats.Submitted.Load),
+		ends("submitted_requests_total", "Requests made (Infer and Go calls, those failed at once included); each ends answered, dropped or failed.", stats.Submitted.Load),
 		ends("answered_requests_total", "Requests that ended with a result.", stats.Answered.Load),
 		ends("dropped_requests_total", "Requests that ended with a drop (deadline, overload, shutdown, canceled).", stats.Dropped.Load),
 		ends("failed_requests_total", "Requests that ended with an error.", stats.Failed.Load),

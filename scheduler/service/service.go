@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -32,6 +33,10 @@ type Model struct {
 	Name    string
 	Profile profile.Profile
 	SLO     time.Duration
+	// InputBytes is the size of the model's inputs, for the time their
+	// pulls take (scheduler.Delays.ForInput); 0 budgets only the
+	// per-request data delay, which suits inputs of a few KiB.
+	InputBytes int64
 }
 
 // Config configures the scheduler service.
@@ -66,13 +71,19 @@ type Config struct {
 // scheduler plans a batch to finish at least this much before the deadline
 // (Result) and to start this long after its grant (Ctrl).
 func LiveDelayFloor() scheduler.Delays {
-	return scheduler.Delays{Ctrl: 300 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond}
+	// DataPerMiB: on the 2-core development machine, loopback TCP moves
+	// 2.2 GB/s in the 8-frontend incast (BenchmarkPullIncast) but one
+	// frontend's 0.6-2 MB inputs at 0.7-1.2 GB/s, and less while the same
+	// cores run the frontends, the backends and the load (docs/benchmarks.md,
+	// "Large inputs"): 2ms per MiB is about 500 MB/s.
+	return scheduler.Delays{Ctrl: 300 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, DataPerMiB: 2 * time.Millisecond, Result: 1500 * time.Microsecond}
 }
 
 // LiveDelays returns d with each delay raised to at least the live floor.
 func LiveDelays(d scheduler.Delays) scheduler.Delays {
 	f := LiveDelayFloor()
-	return scheduler.Delays{Ctrl: max(d.Ctrl, f.Ctrl), DataPerRequest: max(d.DataPerRequest, f.DataPerRequest), Result: max(d.Result, f.Result)}
+	return scheduler.Delays{Ctrl: max(d.Ctrl, f.Ctrl), DataPerRequest: max(d.DataPerRequest, f.DataPerRequest),
+		DataPerMiB: max(d.DataPerMiB, f.DataPerMiB), Result: max(d.Result, f.Result)}
 }
 
 // Default returns a configuration with the defaults filled in; Addr,
@@ -139,6 +150,10 @@ type Service struct {
 	inFlight  int
 	drained   *sync.Cond
 	drainOver bool
+
+	// inputWarned says, per model, that a task's input was found too
+	// large for the model's pull budget (warned once).
+	inputWarned []atomic.Bool
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -237,10 +252,13 @@ func Start(cfg Config) (*Service, error) {
 		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, Delays: cfg.Delays, StartOffline: true},
 		WakeupSlack: cfg.WakeupSlack,
 	}
+	s.inputWarned = make([]atomic.Bool, len(cfg.Models))
 	for i, m := range cfg.Models {
+		d := cfg.Delays.ForInput(m.InputBytes)
+		rc.Rank.ModelDelays = append(rc.Rank.ModelDelays, d)
 		rc.Models = append(rc.Models, scheduler.ModelConfig{
 			ID: scheduler.ModelID(i), Name: m.Name, Profile: m.Profile, Policy: cfg.Policy,
-			Drop: cfg.Drop, Schedulable: cfg.Schedulable, Delays: cfg.Delays,
+			Drop: cfg.Drop, Schedulable: cfg.Schedulable, Delays: d,
 		})
 		spec := wire.ModelSpec{ID: uint32(i), Name: m.Name, SLO: m.SLO}
 		for b := 1; b <= m.Profile.MaxBatch() && b <= wire.MaxBatch; b++ {
@@ -302,6 +320,16 @@ func (s *Service) Close() {
 	_ = s.ln.Close()
 }
 
+// EndDrain cuts Close's wait for the plans in flight short, now or when it
+// comes: those still out end at once as shutdown drops, so that their
+// frontends hear now. An operator's second SIGTERM calls it.
+func (s *Service) EndDrain() {
+	s.mu.Lock()
+	s.drainOver = true
+	s.drained.Broadcast()
+	s.mu.Unlock()
+}
+
 // drain waits for the plans in flight to finish, up to the drain timeout,
 // and ends the requests of those still out with a shutdown drop.
 func (s *Service) drain() {
@@ -315,7 +343,7 @@ func (s *Service) drain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inFlight > 0 {
-		s.log.Info().Int("plans", s.inFlight).Dur("timeout", s.cfg.DrainTimeout).Msg("draining plans in flight")
+		s.log.Info().Int("plans", s.inFlight).Str("timeout", s.cfg.DrainTimeout.String()).Msg("draining plans in flight")
 	}
 	for s.inFlight > 0 && !s.drainOver {
 		s.drained.Wait()
@@ -471,6 +499,7 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndDropDeadline, Detail: "deadline passed before the scheduler saw it"})
 			continue
 		}
+		s.checkInputSize(int(t.Model), t.Input.Length)
 		if int(t.Model) != runModel {
 			flush()
 			runModel = int(t.Model)
@@ -484,6 +513,24 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 		s.count(func(st *Stats) { st.Dropped += uint64(len(ends)) })
 		s.tell(f, ends...)
 	}
+}
+
+// largeInput is the input size above which a model's pulls need a budget
+// of their own: at the live floor's per-request delay (20µs) a pull of
+// more than about this much would not finish in time on loopback TCP.
+const largeInput = 32 << 10
+
+// checkInputSize warns, once per model, when a task's input is much
+// larger than the model's pull budget allows for: its batches would be
+// granted too late for their pulls, and fail with "input arrived too
+// late". The cure is the model's input size in the workload file.
+func (s *Service) checkInputSize(model int, length uint32) {
+	m := s.cfg.Models[model]
+	if int64(length) <= max(2*m.InputBytes, largeInput) || s.inputWarned[model].Swap(true) {
+		return
+	}
+	s.log.Warn().Str("model", m.Name).Uint32("input_bytes", length).Int64("budgeted_bytes", m.InputBytes).
+		Msg("inputs larger than the model's pull budget: batches may fail with \"input arrived too late\"; give the model's input_size in the workload file")
 }
 
 func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {

@@ -248,7 +248,7 @@ func (c *conn) startHandshakeTimer() {
 		late := !c.helloSeen
 		c.mu.Unlock()
 		if late {
-			c.log.Warn().Dur("timeout", c.net.opts.HandshakeTimeout).Msg("closing connection: no hello in time")
+			c.log.Warn().Str("timeout", c.net.opts.HandshakeTimeout.String()).Msg("closing connection: no hello in time")
 			c.shut(errHandshakeTimeout, false)
 		}
 	})

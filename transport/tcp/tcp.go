@@ -293,6 +293,11 @@ func (n *Network) Dial(ctx context.Context, addr string, hello *wire.Hello, h tr
 	}
 	nc, err := netpoll.DialConnection("tcp", addr, timeout)
 	if err != nil {
+		if errors.Is(err, netpoll.ErrConnClosed) {
+			// netpoll reports a refused connect as "closed by peer",
+			// which reads as if there had been a connection.
+			return nil, nil, fmt.Errorf("tcp: dial %s: connection refused (nothing listening there?): %w", addr, err)
+		}
 		return nil, nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
 	c := n.newConn(nc, nil)
