@@ -530,7 +530,7 @@ func (s *Service) checkInputSize(model int, length uint32) {
 		return
 	}
 	s.log.Warn().Str("model", m.Name).Uint32("input_bytes", length).Int64("budgeted_bytes", m.InputBytes).
-		Msg("inputs larger than the model's pull budget: batches may fail with \"input arrived too late\"; give the model's input_size in the workload file")
+		Msgf("inputs of %s are larger than its pull budget: its batches may fail with \"input arrived too late\"; give its input_size in the workload file", m.Name)
 }
 
 func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
