@@ -143,12 +143,17 @@ func (d DailyRate) At(t time.Duration) float64 {
 // Phases expands the curve into one phase per step, covering [0, length];
 // each phase takes the curve's value at its middle.
 func (d DailyRate) Phases(length time.Duration) []RatePhase {
-	var out []RatePhase
-	for t := time.Duration(0); ; t += d.Step {
-		out = append(out, RatePhase{Duration: d.Step, Rate: d.At(t + d.Step/2)})
-		if t+d.Step > length {
-			break
+	// Count the steps first: a loop on t+Step > length would overflow
+	// and never end for a length near the largest Duration.
+	n := int64(max(length, 0)/d.Step) + 1
+	out := make([]RatePhase, 0, n)
+	for i := range n {
+		t := time.Duration(i) * d.Step
+		mid := t + d.Step/2
+		if mid < t { // overflowed
+			mid = t
 		}
+		out = append(out, RatePhase{Duration: d.Step, Rate: d.At(mid)})
 	}
 	return out
 }

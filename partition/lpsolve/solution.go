@@ -28,6 +28,10 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", int(s))
 }
 
+// HasValues reports whether a solution of this status carries a solution:
+// its variables' values and a finite objective.
+func (s Status) HasValues() bool { return s == Optimal || s == Feasible }
+
 const (
 	// Optimal: the solver proved the solution optimal.
 	Optimal Status = iota
@@ -90,7 +94,7 @@ func ParseCBC(data []byte) (*Solution, error) {
 		return nil, fmt.Errorf("cbc solution: unrecognised status %q", clip(status))
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(obj), 64)
-	if err != nil || math.IsNaN(v) {
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) && s.Status.HasValues() {
 		return nil, fmt.Errorf("cbc solution: bad objective value in %q", clip(head))
 	}
 	s.Objective = v
@@ -176,7 +180,7 @@ func ParseGLPK(sol, model []byte) (*Solution, error) {
 				return nil, fmt.Errorf("glpsol solution line %d: unknown status %q", line, clip(f[4]))
 			}
 			v, err := strconv.ParseFloat(f[5], 64)
-			if err != nil || math.IsNaN(v) {
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) && s.Status.HasValues() {
 				return nil, fmt.Errorf("glpsol solution line %d: bad objective %q", line, clip(f[5]))
 			}
 			s.Objective = v

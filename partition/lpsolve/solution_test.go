@@ -1,6 +1,7 @@
 package lpsolve
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -113,6 +114,7 @@ func FuzzParseCBC(f *testing.F) {
 	f.Add([]byte(cbcSample))
 	f.Add([]byte("Optimal - objective value 0\n 0 x_0_0 1 0\n"))
 	f.Add([]byte("Infeasible - objective value 0.00000000\n"))
+	f.Add([]byte("Optimal - objective value Inf\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseCBC(data)
 		if err != nil {
@@ -120,6 +122,9 @@ func FuzzParseCBC(f *testing.F) {
 		}
 		if s == nil || s.Values == nil {
 			t.Fatal("nil solution without an error")
+		}
+		if s.Status.HasValues() && math.IsInf(s.Objective, 0) {
+			t.Fatalf("an infinite objective accepted for a %v solution", s.Status)
 		}
 		for name, v := range s.Values {
 			if v != v || v > 1e308 || v < -1e308 {
@@ -140,8 +145,15 @@ func FuzzParseGLPK(f *testing.F) {
 		if s == nil || s.Values == nil {
 			t.Fatal("nil solution without an error")
 		}
-		if (s.Status == Optimal || s.Status == Feasible) && len(s.Values) == 0 && strings.Contains(string(model), "n j ") {
-			t.Fatal("a solution with columns but no values")
+		if s.Status.HasValues() {
+			if math.IsInf(s.Objective, 0) {
+				t.Fatalf("an infinite objective accepted for a %v solution", s.Status)
+			}
+			// Every column the model names has its value (a name's text
+			// inside a comment is no column).
+			if names, err := parseGLPKNames(model); err == nil && len(s.Values) < len(names) {
+				t.Fatalf("a solution with %d values for %d named columns", len(s.Values), len(names))
+			}
 		}
 	})
 }
