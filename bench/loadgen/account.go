@@ -242,7 +242,7 @@ func fraction(f float64) float64 { return min(max(f, 0), 1) }
 // the accounting into a report.
 func (r *runner) build() (*report.Report, error) {
 	w, gpus := r.w, r.o.GPUs
-	seconds := w.Duration.Seconds()
+	seconds := (r.winEnd - r.winStart).Seconds() // the window, or the part of it that ran
 	rep := &report.Report{
 		Workload: w.Source, Policy: r.o.Label, Seed: w.Seed, GPUs: gpus, DurationSeconds: seconds,
 	}
@@ -275,6 +275,9 @@ func (r *runner) build() (*report.Report, error) {
 
 	iv := r.o.Interval.Seconds()
 	for i := range r.collectors[0].series {
+		if time.Duration(i)*r.o.Interval >= r.winEnd {
+			break // after a stop
+		}
 		var b bucket
 		for j := range r.collectors {
 			s := &r.collectors[j].series[i]

@@ -14,6 +14,7 @@ package loadgen
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -102,8 +103,11 @@ func (c call) outcome() (error, frontend.Timing) { return c.Err, c.Timing }
 
 // Run offers w's load to t in real time: warmup, then the measured window.
 // It waits for every request to end and returns the report of the window.
-// Canceling ctx stops the run: requests in flight are canceled (the client
-// drops them), and Run returns ctx's error once they have ended.
+// Canceling ctx stops the run: no request is issued after it, those in
+// flight get up to their model's SLO plus a second to end on their own
+// (then they are canceled), and Run returns ctx's error together with the
+// report of the part of the window that ran, or no report if the stop came
+// during the warmup.
 func Run(ctx context.Context, t Target, w *workload.Workload, o Options) (*report.Report, error) {
 	return run(ctx, func(ctx context.Context, model string, input []byte) pending {
 		return call{t.Go(ctx, model, input)}
@@ -125,13 +129,27 @@ func run(ctx context.Context, start starter, w *workload.Workload, o Options) (*
 	inputs := makeInputs(w, o.InputBytes)
 	gen := workload.NewGenerator(w, w.Warmup+w.Duration)
 
+	// Requests outlive a stop (ctx), so that the partial report counts
+	// how they really ended; cancelCalls ends the stragglers.
+	callCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCalls()
 	r.start = time.Now()
 	var wg sync.WaitGroup
 	for i := range r.collectors {
 		wg.Go(r.collectors[i].loop)
 	}
 	stopProgress := r.progress(o.Progress)
-	err := r.pace(ctx, gen, start, inputs)
+	err := r.pace(ctx, gen, func(_ context.Context, model string, input []byte) pending {
+		return start(callCtx, model, input)
+	}, inputs)
+	stoppedAt := time.Since(r.start)
+	if err != nil {
+		var longest time.Duration
+		for _, m := range w.Models {
+			longest = max(longest, m.SLO)
+		}
+		defer time.AfterFunc(longest+time.Second, cancelCalls).Stop()
+	}
 	for i := range r.collectors {
 		r.collectors[i].q.close()
 	}
@@ -141,10 +159,21 @@ func run(ctx context.Context, start starter, w *workload.Workload, o Options) (*
 	if o.Lateness != nil {
 		o.Lateness(lateness)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: run stopped after %v: %w", time.Since(r.start).Round(time.Millisecond), err)
+	if err == nil {
+		return r.build()
 	}
-	return r.build()
+	err = fmt.Errorf("loadgen: run stopped after %v: %w", stoppedAt.Round(time.Millisecond), err)
+	if stoppedAt <= r.winStart {
+		return nil, fmt.Errorf("%w (in the warmup: nothing measured)", err)
+	}
+	// Report the part of the window that ran: nothing was issued after
+	// the stop, so the counts already cover just that part.
+	r.winEnd = min(r.winEnd, stoppedAt)
+	rep, berr := r.build()
+	if berr != nil {
+		return nil, errors.Join(err, berr)
+	}
+	return rep, fmt.Errorf("%w; the report covers the first %v of the window", err, (r.winEnd - r.winStart).Round(time.Millisecond))
 }
 
 // pace issues every arrival at its time, or as soon as it can when late.

@@ -300,17 +300,37 @@ func TestLateGeneratorCatchesUp(t *testing.T) {
 	}
 }
 
+// A stopped run issues nothing more, gives the requests in flight their
+// SLO plus a second to end (these never would, so they are canceled), and
+// returns the report of the part of the window that ran with the
+// context's error; stopped in the warmup, it has nothing to report.
 func TestCancel(t *testing.T) {
 	w := newWorkload(0, 10*time.Second, model{"a", 50 * msec, 500})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*msec)
 	defer cancel()
 	began := time.Now()
-	_, err := run(ctx, (&fake{cancelable: true}).start, w, Options{})
+	rep, err := run(ctx, (&fake{cancelable: true}).start, w, Options{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's", err)
 	}
 	if d := time.Since(began); d > 5*time.Second {
 		t.Errorf("canceled run took %v", d)
+	}
+	if rep == nil {
+		t.Fatal("no report of the part of the window that ran")
+	}
+	if rep.DurationSeconds <= 0 || rep.DurationSeconds > 1 {
+		t.Errorf("partial report over %.3fs, want the ~0.1s that ran", rep.DurationSeconds)
+	}
+	if rep.Offered == 0 || rep.Dropped != rep.Offered {
+		t.Errorf("offered %d, dropped %d: every request issued should end, here as a canceled drop", rep.Offered, rep.Dropped)
+	}
+
+	w = newWorkload(time.Minute, 10*time.Second, model{"a", 50 * msec, 500})
+	ctx, cancel = context.WithTimeout(context.Background(), 50*msec)
+	defer cancel()
+	if rep, err := run(ctx, (&fake{behave: func(string, int) result { return result{latency: msec} }}).start, w, Options{}); rep != nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("stopped in the warmup: report %v, err %v; want no report and the context's error", rep != nil, err)
 	}
 }
 

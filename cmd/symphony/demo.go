@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -111,10 +112,15 @@ func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Wo
 	} else {
 		r, err = loadgen.Run(ctx, t, w, o)
 	}
-	if err != nil {
+	if r == nil {
 		return err
 	}
-	return writeSimOutputs(stdout, []report.Report{*r}, nil, *lf.asJSON, *lf.csvPath, *lf.plotDir)
+	// A run stopped by a signal still reports what it measured, then
+	// says it was stopped.
+	if werr := writeSimOutputs(stdout, []report.Report{*r}, nil, *lf.asJSON, *lf.csvPath, *lf.plotDir); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
 }
 
 // runDemo is `symphony demo`: a whole cluster in one process on loopback

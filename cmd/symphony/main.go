@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -103,6 +104,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "symphony %s: %v\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
+	case errors.Is(err, context.Canceled):
+		// Stopped by SIGINT or SIGTERM: the shell's 128 + SIGINT.
+		fmt.Fprintf(stderr, "symphony %s: %v\n", args[0], err)
+		return 130
 	default:
 		fmt.Fprintf(stderr, "symphony %s: %v\n", args[0], err)
 		return 1
