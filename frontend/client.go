@@ -398,10 +398,7 @@ func (c *Client) endError(id uint64, code wire.EndCode, detail, backend string) 
 	case wire.EndUnknownModel:
 		return fmt.Errorf("%w %q", ErrUnknownModel, model)
 	case wire.EndBadRequest:
-		// The scheduler refused the descriptor; this client only sends
-		// deadlines within the SLO, so its clock and the scheduler's
-		// disagree.
-		return fmt.Errorf("%w: the scheduler refused the request for %q: %s", ErrBadDeadline, model, detail)
+		return fmt.Errorf("%w for %q: %s", ErrRefused, model, detail)
 	}
 	cause := code.String()
 	if detail != "" {

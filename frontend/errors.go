@@ -19,6 +19,11 @@ var (
 	// ErrBadDeadline: the request asked for a deadline that has already
 	// passed, or a longer one than the model's SLO allows.
 	ErrBadDeadline = errors.New("frontend: bad deadline")
+	// ErrRefused: the scheduler refused the request's descriptor. This
+	// client only sends deadlines within the model's SLO, so the cause is
+	// a clock skew between the frontend's host and the scheduler's: a
+	// fault of the deployment, not of the caller.
+	ErrRefused = errors.New("frontend: the scheduler refused the request")
 	// ErrSchedulerLost: the connection to the scheduler closed while the
 	// request was waiting, and no result came by its deadline. The
 	// scheduler forgets a departed frontend's queued requests and the

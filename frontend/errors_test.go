@@ -24,7 +24,7 @@ func TestEndCodesBecomeTypedErrors(t *testing.T) {
 		{wire.EndDropOverload, drop(DropOverload)},
 		{wire.EndDropShutdown, drop(DropShutdown)},
 		{wire.EndUnknownModel, func(err error) bool { return errors.Is(err, ErrUnknownModel) }},
-		{wire.EndBadRequest, func(err error) bool { return errors.Is(err, ErrBadDeadline) }},
+		{wire.EndBadRequest, func(err error) bool { return errors.Is(err, ErrRefused) && strings.Contains(err.Error(), "the detail") }},
 		{wire.EndBackendLost, backend},
 		{wire.EndInputUnavailable, backend},
 		{wire.EndExecutorFailed, backend},

@@ -18,6 +18,9 @@ type ModelDemand struct {
 	SLO     time.Duration
 	// Rate is λ, requests per second.
 	Rate float64
+	// InputBytes is the size of the model's inputs, whose pulls take
+	// delays.ForInput(InputBytes); 0 for small inputs.
+	InputBytes int64
 }
 
 // Size is the answer of Eqs. 2-3 for one model on GPUs of its own: N GPUs
@@ -57,7 +60,7 @@ func SizeModel(m ModelDemand, delays scheduler.Delays) (Size, error) {
 	best := Size{}
 	for b := 1; b <= m.Profile.MaxBatch(); b++ {
 		l := m.Profile.Latency(b)
-		slo := budget(m.SLO, delays, b)
+		slo := budget(m.SLO, delays.ForInput(m.InputBytes), b)
 		if l >= slo {
 			break // latency grows with b: larger batches fit no better
 		}
@@ -120,7 +123,7 @@ func SizePart(models []ModelDemand, delays scheduler.Delays, headroom float64) (
 			if m.Rate > 0 {
 				wait = time.Duration(float64(k) / m.Rate * float64(time.Second))
 			}
-			if wait+m.Profile.Latency(k) > budget(m.SLO, delays, k) {
+			if wait+m.Profile.Latency(k) > budget(m.SLO, delays.ForInput(m.InputBytes), k) {
 				break
 			}
 			b = k

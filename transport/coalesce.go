@@ -16,7 +16,10 @@ type Coalescer[T any] struct {
 	spare   []T
 	running bool
 	closed  bool
-	idle    sync.Cond
+	// added and flushed count the items queued and handed to flush, so
+	// that Flush waits for what was queued before it, not for a lull.
+	added, flushed uint64
+	idle           sync.Cond // signalled after each flush
 }
 
 // NewCoalescer returns a Coalescer that calls flush with each batch. flush
@@ -35,6 +38,7 @@ func (c *Coalescer[T]) Add(items ...T) bool {
 		return false
 	}
 	c.items = append(c.items, items...)
+	c.added += uint64(len(items))
 	if c.running {
 		c.mu.Unlock()
 		return true
@@ -53,6 +57,8 @@ func (c *Coalescer[T]) drain() {
 		c.mu.Unlock()
 		c.flush(batch)
 		c.mu.Lock()
+		c.flushed += uint64(len(batch))
+		c.idle.Broadcast()
 		clear(batch)
 		c.spare = batch[:0]
 	}
@@ -67,7 +73,7 @@ func (c *Coalescer[T]) drain() {
 // others may still add to it.
 func (c *Coalescer[T]) Flush() {
 	c.mu.Lock()
-	for c.running {
+	for target := c.added; c.flushed < target; {
 		c.idle.Wait()
 	}
 	c.mu.Unlock()

@@ -177,6 +177,8 @@ func failKind(err error) string {
 		return "not connected"
 	case errors.Is(err, frontend.ErrSchedulerLost):
 		return "scheduler lost"
+	case errors.Is(err, frontend.ErrRefused):
+		return "refused"
 	case errors.Is(err, frontend.ErrUnknownModel):
 		return "unknown model"
 	case errors.Is(err, frontend.ErrClosed):

@@ -48,7 +48,7 @@ func FromWorkload(w *workload.Workload) (*Replay, error) {
 			Profile: m.Profile,
 			SLO:     m.SLO,
 			GPUs:    w.Cluster.GPUs,
-			Delays:  w.Network,
+			Delays:  w.Network.ForInput(m.InputBytes),
 			Rate:    m.MeanRate(w.Warmup, end),
 		},
 		From: scheduler.Time(w.Warmup),

@@ -335,7 +335,7 @@ func (j *epochJob) epoch(now scheduler.Time) error {
 				continue
 			}
 			md := &j.w.Models[m]
-			d := partition.ModelDemand{Name: md.Name, Profile: md.Profile, SLO: md.SLO, Rate: rates[m]}
+			d := partition.ModelDemand{Name: md.Name, Profile: md.Profile, SLO: md.SLO, Rate: rates[m], InputBytes: md.InputBytes}
 			all = append(all, d)
 			if to == p {
 				staying = append(staying, d)

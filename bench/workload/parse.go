@@ -395,10 +395,17 @@ func (p *parser) network(n *yaml.Node, path string) (scheduler.Delays, error) {
 			if *f.dst, err = p.NonNegDuration(v, m.At(f.key)); err != nil {
 				return d, err
 			}
+			if *f.dst > maxNetworkDelay {
+				return d, p.ErrAt(v, m.At(f.key), "%v is longer than %v: no network is that slow", *f.dst, maxNetworkDelay)
+			}
 		}
 	}
 	return d, nil
 }
+
+// maxNetworkDelay bounds each network delay: beyond it a value is a typo,
+// and data_delay_per_mib times a 64 MiB input stays far from overflowing.
+const maxNetworkDelay = time.Second
 
 var epochKeys = []string{"interval", "model_load_time", "parts", "headroom", "max_disruption", "max_rate_per_part", "gpu_memory", "rebalance_above", "engine"}
 

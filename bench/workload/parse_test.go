@@ -520,6 +520,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size unit", model("    slo: 10ms", "    rate: 1", "    memory: {static: 12GB}"), []string{`test.yaml:7: models[0].memory.static: "12GB" has unknown unit "GB" (want B, KiB, MiB, GiB, TiB or PiB)`}},
 		{"slo shorter than a batch of one", model("    slo: 1ms", "    rate: 1"), []string{"test.yaml:5: models[0].slo: 1ms is not longer than a batch of one takes (2ms)"}},
 		{"rate off by zeros", model("    slo: 10ms", "    rate: 1e9"), []string{"test.yaml:1: models: workload too large: the rates offer about 3.5e+10 requests over 35s", "is a rate off by a few zeros?"}},
+		{"network delay too long", "network: {data_delay_per_mib: 2h}\n" + model("    slo: 10ms", "    rate: 1"), []string{`test.yaml:1: network.data_delay_per_mib: 2h0m0s is longer than 1s`}},
 		{"input too large", model("    slo: 10ms", "    rate: 1", "    input_size: 1GiB"), []string{`test.yaml:7: models[0].input_size: "1GiB" is larger than 64MiB`}},
 		{"negative size", model("    slo: 10ms", "    rate: 1", "    memory: {dynamic: -1MiB}"), []string{"test.yaml:7: models[0].memory.dynamic:", "negative"}},
 		{"size overflow", model("    slo: 10ms", "    rate: 1", "    memory: {dynamic: 99999999TiB}"), []string{"test.yaml:7: models[0].memory.dynamic:", "too large"}},

@@ -96,9 +96,13 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Workload, label string, stdout, stderr io.Writer) error {
 	sizes := make(map[string]int, len(w.Models))
 	for _, m := range w.Models {
-		sizes[m.Name] = defaultInputBytes
-		if m.InputBytes > 0 {
+		switch {
+		case *lf.inputBytes >= 0: // given, 0 included
+			sizes[m.Name] = *lf.inputBytes
+		case m.InputBytes > 0:
 			sizes[m.Name] = int(m.InputBytes)
+		default:
+			sizes[m.Name] = defaultInputBytes
 		}
 	}
 	o := loadgen.Options{Label: label, InputBytes: func(model string) int { return sizes[model] }}

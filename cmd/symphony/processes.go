@@ -131,23 +131,22 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	<-ctx.Done()
-	stop()
-	// A second signal cuts a long drain short: the plans still out end as
-	// shutdown drops, and the scheduler still stops cleanly.
-	second := make(chan os.Signal, 1)
-	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful stop; a second cuts its drain
+	// short (the plans still out end as shutdown drops, and the scheduler
+	// still stops cleanly); a third exits at once.
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	<-sigs
 	go func() {
-		if _, ok := <-second; ok {
-			log.Warn().Msg("second signal: ending the plans still in flight as shutdown drops")
-			svc.EndDrain()
-		}
+		<-sigs
+		log.Warn().Msg("second signal: ending the plans still in flight as shutdown drops (a third exits at once)")
+		svc.EndDrain()
+		<-sigs
+		log.Error().Msg("third signal: exiting without finishing the stop")
+		os.Exit(130)
 	}()
 	svc.Close()
-	signal.Stop(second)
-	close(second)
 	st := svc.Snapshot()
 	log.Info().Uint64("tasks", st.Tasks).Uint64("planned", st.Planned).Uint64("dropped", st.Dropped).Uint64("failed", st.Failed).Msg("scheduler stopped")
 	return nil

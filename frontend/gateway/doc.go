@@ -59,7 +59,7 @@
 //	405  wrong method on a known path
 //	408  the request's own timeout expired before it ran (a canceled drop or context error with the deadline passed)
 //	413  body larger than Config.MaxBodyBytes
-//	500  any error the gateway does not recognize (details logged, not returned)
+//	500  frontend.ErrRefused (the scheduler refused the descriptor: clock skew between hosts), and any error the gateway does not recognize (details logged, not returned)
 //	502  frontend.BackendError: the request reached a GPU but no result came back
 //	503  frontend.ErrNotConnected, frontend.ErrSchedulerLost, frontend.ErrClosed, and drops for deadline, overload or shutdown
 //

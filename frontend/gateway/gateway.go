@@ -277,7 +277,9 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		msg := err.Error()
 		switch status {
 		case http.StatusInternalServerError:
-			msg = "internal error"
+			if !errors.Is(err, frontend.ErrRefused) { // the one 500 whose cause the operator should read
+				msg = "internal error"
+			}
 		case http.StatusRequestTimeout:
 			msg = fmt.Sprintf("request timed out after %v: %v", timeout, err)
 		}
@@ -306,6 +308,8 @@ func errorStatus(ctx context.Context, err error) (status int, retry bool) {
 		return http.StatusServiceUnavailable, false
 	case errors.Is(err, frontend.ErrBadDeadline):
 		return http.StatusBadRequest, false
+	case errors.Is(err, frontend.ErrRefused):
+		return http.StatusInternalServerError, false
 	case errors.As(err, &be):
 		return http.StatusBadGateway, false
 	}

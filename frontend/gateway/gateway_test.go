@@ -486,6 +486,7 @@ func TestInferErrorMapping(t *testing.T) {
 		{"canceled by own timeout", waitCtx(drop(frontend.DropCanceled)), map[string]string{TimeoutHeader: "1ms"}, 408, "", "timed out after 1ms"},
 		{"context error on own timeout", waitCtx(context.DeadlineExceeded), map[string]string{TimeoutHeader: "1ms"}, 408, "", "timed out"},
 		{"canceled with context alive", fail(drop(frontend.DropCanceled)), nil, 503, "", "canceled"},
+		{"refused by the scheduler", fail(fmt.Errorf("%w for %q: clock ahead?", frontend.ErrRefused, "resnet")), nil, 500, "", "clock ahead?"},
 		{"anything else", fail(errors.New("secret internals")), nil, 500, "", "internal error"},
 	}
 	for _, tc := range tests {

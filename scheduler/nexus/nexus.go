@@ -24,6 +24,9 @@ import (
 type ModelSpec struct {
 	Profile profile.Profile
 	SLO     time.Duration
+	// InputBytes is the size of the model's inputs, whose transfer takes
+	// Config.Delays.ForInput(InputBytes).Dispatch(1).
+	InputBytes int64
 	// Rate is the load measured over the last epoch, requests per second.
 	Rate float64
 }
@@ -38,6 +41,11 @@ type Config struct {
 	Frontends int
 	// Seed picks each request's frontend.
 	Seed uint64
+}
+
+// transfer is the time model m's input takes to reach its GPU.
+func (c Config) transfer(m int) time.Duration {
+	return c.Delays.ForInput(c.Models[m].InputBytes).Dispatch(1)
 }
 
 // Share is one model's slice of one GPU.
@@ -96,7 +104,7 @@ func needs(cfg Config) (batch []int, need []float64, total float64) {
 	batch = make([]int, n)
 	need = make([]float64, n)
 	for m, spec := range cfg.Models {
-		budget := spec.SLO - cfg.Delays.Result - cfg.Delays.Dispatch(1)
+		budget := spec.SLO - cfg.Delays.Result - cfg.transfer(m)
 		b := spec.Profile.LargestBatchWithin(budget / 2)
 		if b < 1 {
 			b = 1
@@ -157,7 +165,7 @@ func pack(cfg Config, batch []int, need []float64, scale float64, overcommit boo
 			cycle += cfg.Models[s.Model].Profile.Latency(a.Batch[s.Model])
 		}
 		budget := func(i int) time.Duration {
-			return cfg.Models[i].SLO - cfg.Delays.Result - cfg.Delays.Dispatch(1)
+			return cfg.Models[i].SLO - cfg.Delays.Result - cfg.transfer(i)
 		}
 		if cycle+cfg.Models[m].Profile.Latency(a.Batch[m]) > budget(m) {
 			return false
@@ -275,7 +283,7 @@ type Cluster struct {
 	rng      *rand.Rand
 	out      Output
 	nextPlan uint64
-	transfer time.Duration
+	transfer []time.Duration // per model
 }
 
 // New plans the epoch and returns an idle cluster.
@@ -286,8 +294,10 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Frontends <= 0 {
 		cfg.Frontends = 1
 	}
-	c := &Cluster{cfg: cfg, alloc: Allocate(cfg), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e65787573)),
-		transfer: cfg.Delays.Dispatch(1)}
+	c := &Cluster{cfg: cfg, alloc: Allocate(cfg), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e65787573))}
+	for m := range cfg.Models {
+		c.transfer = append(c.transfer, cfg.transfer(m))
+	}
 	c.gpus = make([]gpu, cfg.GPUs)
 	c.wakes = idheap.New(cfg.GPUs, func(a, b int) bool {
 		ta, tb := c.gpus[a].wakeAt, c.gpus[b].wakeAt
@@ -346,7 +356,7 @@ func (c *Cluster) Arrive(now scheduler.Time, model int, req scheduler.Request) *
 	r := c.pickRoute(f, model)
 	g := &c.gpus[r.gpu]
 	q := &g.queues[r.queue]
-	at := now.Add(c.transfer)
+	at := now.Add(c.transfer[model])
 	q.reqs = append(q.reqs, queued{req: req, availableAt: at})
 	if g.busyUntil <= now && at < g.wakeAt {
 		c.setWake(r.gpu, at)

@@ -154,6 +154,10 @@ type Service struct {
 	// inputWarned says, per model, that a task's input was found too
 	// large for the model's pull budget (warned once).
 	inputWarned []atomic.Bool
+	// tellDirect is set once Close is about to close the connections:
+	// from then on ends go straight onto the connection, ahead of its
+	// draining close, instead of through the notice queue.
+	tellDirect atomic.Bool
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -311,9 +315,10 @@ func (s *Service) Close() {
 	}
 	s.mu.Unlock()
 	// Hand the drop notices queued so far to the connections, which send
-	// them before they close. The coalescers stay open: a Submit read
-	// before its connection closes still gets its shutdown drops, and
-	// frontendGone closes each one after its connection's last message.
+	// them before they close, and send later ones straight away: a Submit
+	// read before its connection closes still gets its shutdown drops on
+	// it. (Only one handled in the very instant of the close cannot.)
+	s.tellDirect.Store(true)
 	for _, f := range fronts {
 		f.ended.Flush()
 	}
@@ -426,8 +431,17 @@ func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome
 	return &wire.Welcome{Version: wire.Version, ID: uint32(f.id), Models: s.specs}, handler, nil
 }
 
-// tell queues ends for frontend f, to go out in its next Ended.
+// tell queues ends for frontend f, to go out in its next Ended; while
+// Close closes the connections, it sends them at once, after whatever the
+// queue still holds.
 func (s *Service) tell(f *frontendConn, ends ...wire.End) {
+	if s.tellDirect.Load() {
+		f.ended.Flush()
+		if err := f.conn.Send(&wire.Ended{Ends: ends}); err != nil {
+			s.unsent(f, len(ends), err)
+		}
+		return
+	}
 	if !f.ended.Add(ends...) {
 		s.unsent(f, len(ends), transport.ErrClosed)
 	}
