@@ -68,7 +68,14 @@ bisect:
 	for len(search.Steps) < steps {
 		ok, err := try(k)
 		if err != nil {
-			return nil, err
+			if best == nil {
+				return nil, err
+			}
+			// Stopped (a signal, say): the best step so far, with the
+			// steps done, is still worth reporting.
+			search.GoodputRPS = best.GoodputRPS
+			best.GoodputSearch = search
+			return best, fmt.Errorf("%w; the report is the best of the %d steps done (a lower bound)", err, len(search.Steps))
 		}
 		if ok {
 			lo = k

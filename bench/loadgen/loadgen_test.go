@@ -334,6 +334,27 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// A goodput search stopped after some steps reports its best passing
+// step so far, with the steps done, and says it was stopped.
+func TestGoodputSearchStopped(t *testing.T) {
+	w := newWorkload(0, 10*msec, model{"a", 50 * msec, 100})
+	good := &report.Report{}
+	calls := 0
+	rep, err := findGoodput(w, Options{}, func(*workload.Workload) (*report.Report, error) {
+		calls++
+		if calls == 3 {
+			return nil, context.Canceled
+		}
+		return good, nil // every step passes
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want the stop", err)
+	}
+	if rep != good || rep.GoodputSearch == nil || len(rep.GoodputSearch.Steps) != 2 || rep.GoodputSearch.Multiplier != 2 {
+		t.Fatalf("report %v with search %+v; want the best of the 2 steps done (2x)", rep != nil, rep.GoodputSearch)
+	}
+}
+
 func TestGoodputSearch(t *testing.T) {
 	w := newWorkload(50*msec, 150*msec, model{"a", 50 * msec, 500}, model{"b", 50 * msec, 500})
 	const capacity = 1300.0
