@@ -151,6 +151,7 @@ func Study(w *workload.Workload, cfg StudyConfig) (*Report, error) {
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 	return enc.Encode(r)
 }
 

@@ -348,6 +348,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 func (rep *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 	return enc.Encode(rep)
 }
 

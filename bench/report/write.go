@@ -34,6 +34,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 	c := sanitizeReport(r)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 	if err := enc.Encode(&c); err != nil {
 		return fmt.Errorf("report: WriteJSON: %w", err)
 	}

@@ -81,6 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 		return enc.Encode(struct {
 			// RequestsPerSecond is the best sustained throughput of the runs.
 			RequestsPerSecond float64             `json:"requests_per_second"`

@@ -131,6 +131,15 @@ func usageErr(format string, args ...any) error {
 // parseFlags parses a subcommand's flags; a bad flag is a usage error (exit
 // 2), and the flag package has already printed it with the flag list.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.Usage = func() {
+		out := fs.Output()
+		if syn := synopsis(fs.Name()); syn != "" {
+			fmt.Fprintf(out, "Usage:\n%s\nFlags:\n", syn)
+		} else {
+			fmt.Fprintf(out, "Usage of symphony %s:\n", fs.Name())
+		}
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -138,6 +147,29 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %w", errUsage, errReported)
 	}
 	return nil
+}
+
+// synopsis is the part of the top-level usage about command name ("sim",
+// "bench scheduler", ...): its usage lines and the description under them.
+func synopsis(name string) string {
+	prefix := "  symphony " + name
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  symphony "):
+			rest, ok := strings.CutPrefix(line, prefix)
+			// "sim" must not take "sim lookahead": what follows the name is
+			// a flag or an argument, not another word.
+			in = ok && (rest == "" || strings.IndexAny(rest[:min(2, len(rest))], "-[(") == 1)
+		case !strings.HasPrefix(line, "   "):
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // errReported marks an error already shown to the user.

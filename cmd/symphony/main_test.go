@@ -90,6 +90,25 @@ func TestSimCompareWritesCSVAndPlots(t *testing.T) {
 	}
 }
 
+// Each command's -h starts with its own lines of the top-level usage,
+// then its flags.
+func TestCommandHelpHasItsSynopsis(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		want, not string
+	}{
+		{[]string{"sim", "-h"}, "symphony sim -f WORKLOAD", "lookahead"},
+		{[]string{"sim", "lookahead", "-h"}, "symphony sim lookahead -f WORKLOAD", "discrete-event"},
+		{[]string{"bench", "scheduler", "-h"}, "symphony bench scheduler [--models N]", "--gateway"},
+		{[]string{"partition", "-h"}, "symphony partition -f MODELFILE", "experiment"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != 0 || !strings.HasPrefix(stderr, "Usage:\n  "+tc.want) || !strings.Contains(stderr, "Flags:\n") || strings.Contains(stderr, tc.not) {
+			t.Errorf("%v: exit %d, help:\n%s", tc.args, code, stderr)
+		}
+	}
+}
+
 func TestSimErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("cluster: {gpus: 1}\nmodels:\n  - {name: m, profile: {alpha: 1ms, beta: 5ms}, slo: 25ms, rate: 10, colour: red}\n"), 0o644); err != nil {

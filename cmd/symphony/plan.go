@@ -126,6 +126,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 		return enc.Encode(out)
 	}
 	return out.writeText(stdout)

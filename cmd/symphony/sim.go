@@ -221,6 +221,7 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []curve, 
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 		if err := enc.Encode(struct {
 			Runs   []json.RawMessage `json:"runs"`
 			Curves []curve           `json:"curves,omitempty"`
