@@ -64,10 +64,15 @@ func KeepDialing(ctx context.Context, b Backoff, log zerolog.Logger, session fun
 		}
 		wait := b.Delay(attempt, rng)
 		attempt++
+		// One loss is routine (a peer restarting or leaving for good, as
+		// a frontend does when its app stops); failing to get back is not.
 		var rej *RejectedError
-		ev := log.Warn()
-		if errors.As(err, &rej) {
+		ev := log.Info()
+		switch {
+		case errors.As(err, &rej):
 			ev = log.Error()
+		case attempt > 1:
+			ev = log.Warn()
 		}
 		ev.Err(err).Str("retry_in", wait.Round(time.Millisecond).String()).Msg("not connected; will retry")
 		t := time.NewTimer(wait)

@@ -184,6 +184,9 @@ type parser struct {
 	traces map[string][]RatePhase
 	// runLength is warmup plus duration, which daily_rate curves cover.
 	runLength time.Duration
+	// delays are the workload's network delays, which models' SLOs are
+	// checked against.
+	delays scheduler.Delays
 }
 
 var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "drop_policy", "schedule_ahead", "nexus_frontends", "autoscale_window", "epoch"}
@@ -275,7 +278,7 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 		w.Epoch = &e
 	}
 
-	p.runLength = w.Warmup + w.Duration
+	p.runLength, p.delays = w.Warmup+w.Duration, w.Network
 	names := make(map[string]string) // model name -> where it was defined
 	if v, ok := m.Lookup("models"); ok {
 		if w.Models, err = p.models(v, "models", names); err != nil {
@@ -549,12 +552,12 @@ func (p *parser) model(n *yaml.Node, path string) (Model, *yaml.Node, error) {
 	} else if spec == nil {
 		return md, nil, p.ErrAt(m.Node, m.At("slo"), "required (a duration such as 25ms) unless the profile is a zoo reference")
 	}
-	if one := md.Profile.Latency(1); md.SLO <= one {
+	if least := md.LeastLatency(p.delays); md.SLO <= least {
 		where := m.Node
 		if v, ok := m.Lookup("slo"); ok {
 			where = v
 		}
-		return md, nil, p.ErrAt(where, m.At("slo"), "%v is not longer than a batch of one takes (%v): no request could meet it", md.SLO, one)
+		return md, nil, p.ErrAt(where, m.At("slo"), "%v is not longer than a batch of one takes with its input's pull and the network delays (%v): no request could meet it", md.SLO, least)
 	}
 	if md.Rates, err = p.modelRates(m); err != nil {
 		return md, nil, err

@@ -190,6 +190,13 @@ func (a Arrival) String() string {
 	return fmt.Sprintf("Arrival(%d)", a.Kind)
 }
 
+// LeastLatency is the shortest time a request of the model can take under
+// delays d: the grant's trip and its input's pull, a batch of one, and the
+// result's trip. An SLO no longer than that can never be met.
+func (m *Model) LeastLatency(d scheduler.Delays) time.Duration {
+	return d.ForInput(m.InputBytes).Dispatch(1) + m.Profile.Latency(1) + d.Result
+}
+
 // RateAt is the model's offered rate t after the start of the run (warmup
 // included).
 func (m *Model) RateAt(t time.Duration) float64 {

@@ -14,11 +14,8 @@ import (
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, "Usage: symphony bench scheduler [flags]   (symphony bench scheduler -h lists them)\n"+
-			"  Measures the real-time scheduler alone, in-process (paper Figure 11, left).\n"+
-			"Usage: symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [flags]   (symphony bench -f x -h lists them)\n"+
-			"  Offers a workload's load to a running cluster and reports as symphony sim does.\n")
-		return nil
+		fmt.Fprint(stdout, "(symphony bench scheduler -h describes the scheduler-alone benchmark.)\n")
+		return runBenchLoad([]string{"-h"}, stdout, stdout)
 	}
 	if len(args) > 0 && args[0] != "scheduler" && !strings.HasPrefix(args[0], "-") {
 		return usageErr("unknown bench subcommand %q: want \"symphony bench scheduler\" or \"symphony bench -f WORKLOAD --scheduler ADDR\"", args[0])

@@ -15,6 +15,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/scheduler/service"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -80,7 +81,11 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 		// Every model's inputs take this size, and a cluster started from
 		// w budgets their pulls for it.
 		for i := range w.Models {
-			w.Models[i].InputBytes = int64(*lf.inputBytes)
+			m := &w.Models[i]
+			m.InputBytes = int64(*lf.inputBytes)
+			if least := m.LeastLatency(service.LiveDelays(w.Network)); m.SLO <= least {
+				return nil, usageErr("--input-bytes %d: %s's SLO of %v is no longer than a batch of one takes with an input that size (%v): every request would be dropped", *lf.inputBytes, m.Name, m.SLO, least)
+			}
 		}
 	}
 	if *lf.duration > 0 {

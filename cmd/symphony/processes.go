@@ -85,7 +85,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:7100", "address to listen on for frontends and backends")
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork")
 	maxGPUs := fs.Int("max-gpus", 1024, "most GPUs the cluster may have")
-	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (0: the longest SLO plus 1s; negative: none); a second signal cuts it short")
+	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (0: the longest SLO plus 500ms; negative: none); a second signal cuts it short, a third exits")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	verbose := fs.Bool("v", false, "log every connection and more")
 	if err := parseFlags(fs, args); err != nil {

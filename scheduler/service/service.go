@@ -57,12 +57,19 @@ type Config struct {
 	// WakeupSlack is rt.Config.WakeupSlack.
 	WakeupSlack time.Duration
 	// DrainTimeout is how long Close waits for the plans already sent to
-	// backends to finish; 0 means the longest model SLO plus a second,
+	// backends to finish; 0 means the longest model SLO plus DrainMargin,
 	// by when every such plan has met or missed its deadline, and a
 	// negative one not to wait at all.
 	DrainTimeout time.Duration
 	Log          zerolog.Logger
 }
+
+// DrainMargin is what the default drain timeout adds to the longest SLO:
+// by then every plan in flight has met or missed its deadline, and it is
+// well inside the frontends' grace (frontend.Config.Grace, 1s by
+// default), so that a plan still out ends as a shutdown drop rather than
+// by a frontend's safety timer.
+const DrainMargin = 500 * time.Millisecond
 
 // LiveDelayFloor is the least the real-time scheduler budgets for each
 // network delay. A workload's delays describe the network the simulator
@@ -250,7 +257,7 @@ func Start(cfg Config) (*Service, error) {
 		for _, m := range cfg.Models {
 			s.cfg.DrainTimeout = max(s.cfg.DrainTimeout, m.SLO)
 		}
-		s.cfg.DrainTimeout += time.Second
+		s.cfg.DrainTimeout += DrainMargin
 	}
 	rc := rt.Config{
 		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, Delays: cfg.Delays, StartOffline: true},
@@ -544,7 +551,7 @@ func (s *Service) checkInputSize(model int, length uint32) {
 		return
 	}
 	s.log.Warn().Str("model", m.Name).Uint32("input_bytes", length).Int64("budgeted_bytes", m.InputBytes).
-		Msgf("inputs of %s are larger than its pull budget: its batches may fail with \"input arrived too late\"; give its input_size in the workload file", m.Name)
+		Msgf("inputs of %s are larger than its pull budget: its batches may fail with \"input arrived too late\"; %s its input_size in the workload file", m.Name, map[bool]string{true: "raise", false: "give"}[m.InputBytes > 0])
 }
 
 func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {

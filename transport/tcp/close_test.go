@@ -1,8 +1,10 @@
 package tcp
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -64,5 +66,79 @@ func TestCloseEndsWhenTheDrainTimesOut(t *testing.T) {
 	}
 	if err := c.Send(big); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("Send after the close: %v, want ErrClosed", err)
+	}
+}
+
+// Messages sent before a Close reach the peer even while the peer is still
+// sending to us (a frontend that keeps submitting while its scheduler
+// stops, with its shutdown drops in flight). The peer here is a plain
+// socket that writes as fast as it can.
+func TestCloseDeliversWhatWasSentWhilePeerStillSends(t *testing.T) {
+	const ends = 2000
+	lost := 0
+	for run := range 20 {
+		n := New(Options{})
+		accepted := make(chan transport.Conn, 1)
+		ln, err := n.Listen("127.0.0.1:0", func(c transport.Conn, _ *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+			accepted <- c
+			return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := net.Dial("tcp", ln.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := peer.Write(wire.AppendFrame(nil, &wire.Hello{Version: wire.Version, Role: wire.RoleFrontend, Name: "f", DataAddr: "x"})); err != nil {
+			t.Fatal(err)
+		}
+		server := <-accepted
+		go func() { // a busy frontend: Submits without pause
+			var burst []byte
+			for range 256 {
+				burst = wire.AppendFrame(burst, &wire.Submit{Tasks: []wire.Task{{ID: 1, Deadline: 1, Input: wire.InputRef{Length: 1}}}})
+			}
+			for {
+				if _, err := peer.Write(burst); err != nil {
+					return
+				}
+			}
+		}()
+		for i := range ends {
+			if err := server.Send(&wire.Ended{Ends: []wire.End{{ID: uint64(i), Code: wire.EndDropShutdown}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		server.Close(errors.New("shutting down"))
+		got := 0
+		r := bufio.NewReader(peer)
+		for {
+			hdr, err := r.Peek(wire.HeaderSize)
+			if err != nil {
+				break
+			}
+			kind, size, err := wire.ParseHeader(hdr, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frame := make([]byte, wire.HeaderSize+size)
+			if _, err := io.ReadFull(r, frame); err != nil {
+				break
+			}
+			if kind == wire.KindEnded {
+				got++
+			}
+		}
+		_ = peer.Close()
+		_ = ln.Close()
+		n.Close()
+		if got != ends {
+			lost++
+			t.Errorf("run %d: the peer read %d of the %d messages sent before Close", run, got, ends)
+		}
+	}
+	if lost > 0 {
+		t.Logf("%d of 20 closes lost messages", lost)
 	}
 }
