@@ -45,8 +45,36 @@ func newHTTPTarget(ctx context.Context, base string, w *workload.Workload) (*htt
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("gateway %s: model %q not ready (HTTP %d)", base, m.Name, resp.StatusCode)
 		}
+		if err := t.checkSLO(ctx, m.Name, m.SLO, w.Source); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
+}
+
+// checkSLO refuses a workload whose SLO for model differs from the one the
+// cluster serves it with (the gateway's model metadata, slo_ms): the report
+// would judge requests by the wrong SLO. A gateway that does not say is
+// taken at its word.
+func (t *httpTarget) checkSLO(ctx context.Context, model string, slo time.Duration, source string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/v2/models/"+url.PathEscape(model), nil)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", t.base, err)
+	}
+	defer resp.Body.Close()
+	var meta struct {
+		Parameters struct {
+			SLOms float64 `json:"slo_ms"`
+		} `json:"parameters"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&meta) != nil || meta.Parameters.SLOms <= 0 {
+		return nil
+	}
+	if served := time.Duration(meta.Parameters.SLOms * float64(time.Millisecond)); served.Round(time.Microsecond) != slo.Round(time.Microsecond) {
+		return fmt.Errorf("model %q: %s gives an SLO of %v, but the cluster behind %s serves it with %v; bench the workload the scheduler was started with (symphony scheduler -f)", model, source, slo, t.base, served)
+	}
+	return nil
 }
 
 // Go implements loadgen.Target.
