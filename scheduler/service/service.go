@@ -546,7 +546,7 @@ const largeInput = 32 << 10
 // granted too late for their pulls, and fail with "input arrived too
 // late". The cure is the model's input size in the workload file.
 func (s *Service) checkInputSize(model int, length uint32) {
-	m := s.cfg.Models[model]
+	m := &s.cfg.Models[model]
 	if int64(length) <= max(2*m.InputBytes, largeInput) || s.inputWarned[model].Swap(true) {
 		return
 	}
