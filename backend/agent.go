@@ -8,12 +8,22 @@
 // by the batch's latest start ends with an input-unavailable error and the
 // batch runs without it; an executor failure ends the whole batch with an
 // executor-failed error; either way the GPU is reported free.
+//
+// A batch never starts when it can no longer finish in time: a GPU that
+// runs behind its plans drops, at once and as deadline drops, the
+// requests whose results would come late, and runs the rest. The
+// scheduler learns from every GPUFree how late the GPU runs and plans it
+// later (scheduler/gpuwatch); heartbeats tell it the backend is alive.
+// Drain leaves gracefully: no new plans, the plans held run to the end,
+// their results are delivered, then the agent closes.
 package backend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,14 +55,22 @@ type Config struct {
 	DataPath rdma.Config
 	// ReceiveBytes sizes the registered buffers RDMA READs land in.
 	ReceiveBytes int
-	Backoff      transport.Backoff
-	Log          zerolog.Logger
+	// Heartbeat is how often the agent tells the scheduler it is alive,
+	// so that a stopped backend is told apart from an idle one. It must be
+	// well under the scheduler's stall timeout (100ms or more).
+	Heartbeat time.Duration
+	Backoff   transport.Backoff
+	Log       zerolog.Logger
 }
+
+// DefaultHeartbeat is Config.Heartbeat's default: five beats in the
+// scheduler's shortest default stall timeout.
+const DefaultHeartbeat = 20 * time.Millisecond
 
 // Default returns the defaults.
 func Default() Config {
 	return Config{Name: "backend", GPUs: 1, QueueDepth: 64, Pullers: 256, DataPath: rdma.DefaultConfig(),
-		ReceiveBytes: 64 << 20, Backoff: transport.DefaultBackoff(), Log: zerolog.Nop()}
+		ReceiveBytes: 64 << 20, Heartbeat: DefaultHeartbeat, Backoff: transport.DefaultBackoff(), Log: zerolog.Nop()}
 }
 
 // Validate checks the configuration.
@@ -68,6 +86,8 @@ func (c Config) Validate() error {
 		return errors.New("backend: queue depth and pullers must be positive")
 	case c.DataPath.Mode != rdma.ModeTCP && c.ReceiveBytes < 1<<20:
 		return fmt.Errorf("backend: %d bytes of RDMA receive buffers, want at least 1 MiB", c.ReceiveBytes)
+	case c.Heartbeat <= 0:
+		return fmt.Errorf("backend: heartbeat period %v must be positive", c.Heartbeat)
 	}
 	return c.Backoff.Validate()
 }
@@ -93,9 +113,17 @@ type Agent struct {
 	done  chan struct{}
 	ready chan struct{}
 	once  sync.Once
+	// closeOnce makes Close (which Drain ends with) safe to call again.
+	closeOnce sync.Once
 
 	mu      sync.Mutex
 	session *schedSession
+	// draining is set by Drain: the agent registers with no scheduler
+	// any more.
+	draining bool
+	// jobs counts the plans queued or running on the GPUs, so that Drain
+	// can wait for them.
+	jobs sync.WaitGroup
 
 	stats Stats
 }
@@ -103,6 +131,10 @@ type Agent struct {
 // Stats count what the agent did.
 type Stats struct {
 	Plans, Requests, Failed atomic.Uint64
+	// Dropped counts requests the agent dropped because its GPU ran too
+	// late for them: their batch could no longer finish by their
+	// deadline. Failed does not count them.
+	Dropped atomic.Uint64
 	// Undelivered counts results (outputs and failures) that could not be
 	// sent because their frontend's data connection was down or the
 	// scheduler had said the frontend left; that frontend ends those
@@ -117,6 +149,11 @@ type schedSession struct {
 	base   uint32
 	models map[uint32]wire.ModelSpec
 	dead   atomic.Bool
+	// leaveOK is closed when the scheduler answers Leaving with LeaveOK,
+	// closed when the connection has closed.
+	leaveOK     chan struct{}
+	leaveOKOnce sync.Once
+	closed      <-chan struct{}
 }
 
 // job is one plan on its way through a GPU worker.
@@ -230,15 +267,17 @@ func (a *Agent) WaitReady(ctx context.Context) error {
 // abandoned and the scheduler fails their requests. It returns when every
 // goroutine has stopped: pulls in flight see their context end and return.
 func (a *Agent) Close() {
-	a.stop()
-	<-a.done
-	a.pull.closeAll()
-	if a.rdma != nil {
-		a.rdma.close()
-	}
-	if err := a.pool.ReleaseTimeout(closeWait); err != nil {
-		a.log.Warn().Err(err).Str("waited", closeWait.String()).Msg("input pulls still running after close")
-	}
+	a.closeOnce.Do(func() {
+		a.stop()
+		<-a.done
+		a.pull.closeAll()
+		if a.rdma != nil {
+			a.rdma.close()
+		}
+		if err := a.pool.ReleaseTimeout(closeWait); err != nil {
+			a.log.Warn().Err(err).Str("waited", closeWait.String()).Msg("input pulls still running after close")
+		}
+	})
 }
 
 // closeWait bounds how long Close waits for pulls in flight, whose
@@ -247,6 +286,14 @@ func (a *Agent) Close() {
 const closeWait = 5 * time.Second
 
 func (a *Agent) dialScheduler(ctx context.Context) error {
+	a.mu.Lock()
+	draining := a.draining
+	a.mu.Unlock()
+	if draining {
+		// Leaving: register with no scheduler again.
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	closed := make(chan struct{})
 	var sess *schedSession
 	var sessMu sync.Mutex // sess is set after Dial returns, before any plan arrives
@@ -275,7 +322,7 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 		sessMu.Unlock()
 		return err
 	}
-	sess = &schedSession{conn: conn, base: w.ID, models: map[uint32]wire.ModelSpec{}}
+	sess = &schedSession{conn: conn, base: w.ID, models: map[uint32]wire.ModelSpec{}, leaveOK: make(chan struct{}), closed: closed}
 	for _, m := range w.Models {
 		sess.models[m.ID] = m
 	}
@@ -297,13 +344,19 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 	}
 	a.once.Do(func() { close(a.ready) })
 	a.log.Info().Str("scheduler", a.cfg.SchedulerAddr).Uint32("first_gpu", w.ID).Int("models", len(w.Models)).Msg("registered")
-	select {
-	case <-closed:
-		return errors.New("scheduler connection closed")
-	case <-ctx.Done():
-		conn.Close(errors.New("backend stopping"))
-		<-closed
-		return ctx.Err()
+	beat := time.NewTicker(a.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-closed:
+			return errors.New("scheduler connection closed")
+		case <-ctx.Done():
+			conn.Close(errors.New("backend stopping"))
+			<-closed
+			return ctx.Err()
+		case <-beat.C:
+			_ = conn.Send(&wire.Heartbeat{}) // a closed connection shows on closed
+		}
 	}
 }
 
@@ -311,6 +364,8 @@ func (a *Agent) onSchedulerMessage(s *schedSession, m wire.Message) {
 	switch m := m.(type) {
 	case *wire.Plan:
 		a.startPlan(s, m)
+	case *wire.LeaveOK:
+		s.leaveOKOnce.Do(func() { close(s.leaveOK) })
 	case *wire.FrontendUp:
 		a.pull.up(m.ID, m.DataAddr)
 	case *wire.FrontendDown:
@@ -377,15 +432,22 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	if err := a.pool.Submit(task); err != nil {
 		go task() // pool closed or full: still pull
 	}
+	a.jobs.Add(1)
 	select {
 	case a.gpus[local].jobs <- j:
 	default:
+		a.jobs.Done()
 		a.log.Error().Uint64("plan", p.ID).Int("gpu", local).Msg("GPU queue full; failing the plan")
 		cancel()
 		j.mu.Lock()
 		j.closed = true
 		j.mu.Unlock()
-		a.finish(j, nil, "GPU queue full", time.Time{}, time.Time{})
+		refused := make([]wire.Result, len(p.Tasks))
+		for i := range p.Tasks {
+			refused[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndExecutorFailed, Detail: "GPU queue full"}
+		}
+		a.deliver(p, refused)
+		a.report(j, refused, 0, time.Time{}, time.Time{})
 	}
 }
 
@@ -397,6 +459,7 @@ func (a *Agent) runGPU(ctx context.Context, w *gpuWorker) {
 			return
 		case j := <-w.jobs:
 			a.runJob(ctx, w, j)
+			a.jobs.Done()
 		}
 	}
 }
@@ -407,27 +470,37 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		return // the scheduler already failed this plan's requests
 	}
 	p := j.plan
-	b := len(p.Tasks)
-	// The latest start that still meets the batch's earliest deadline.
-	latest := time.Unix(0, p.Deadline).Add(-j.model.Latency[b-1])
-	wait := time.NewTimer(time.Until(latest))
-	select {
-	case <-j.pulled:
-	case <-wait.C:
-	case <-ctx.Done():
-		wait.Stop()
-		return
+	n := len(p.Tasks)
+	// Tasks in the order of their finish-by times (the scheduler sends
+	// them so; sorting costs nothing and relies on nothing).
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
 	}
-	wait.Stop()
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(p.Tasks[x].FinishBy, p.Tasks[y].FinishBy) })
+	// Wait for the inputs, but no later than the latest start of the
+	// batch that can still finish in time if it starts as soon as it
+	// may: the whole plan normally, fewer requests when the plan reached
+	// this GPU late (a plan delayed on its way, a GPU behind its plans).
+	if h := lateHeads(p, order, time.Now().Add(max(time.Until(time.Unix(0, p.ExecAt)), 0)), j.model.Latency); h < n {
+		latest := time.Unix(0, p.Tasks[order[h]].FinishBy).Add(-j.model.Latency[n-h-1])
+		wait := time.NewTimer(time.Until(latest))
+		select {
+		case <-j.pulled:
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		}
+		wait.Stop()
+	}
 	j.cancelPulls()
 	j.mu.Lock()
 	j.closed = true
-	inputs := make([][]byte, 0, b)
-	var ran []int
-	for i := range p.Tasks {
+	run := make([]int, 0, n) // the requests that have their input, by finish-by
+	for _, i := range order {
 		if j.inputs[i] != nil {
-			inputs = append(inputs, j.inputs[i])
-			ran = append(ran, i)
+			run = append(run, i)
 		} else if j.why[i] == "" {
 			j.why[i] = "input arrived too late for the batch"
 		}
@@ -437,6 +510,31 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		return
 	}
 	started := time.Now()
+	// Never start a batch that cannot finish in time: the requests with
+	// the earliest finish-by go until the rest can (a smaller batch runs
+	// shorter, and the requests left have later deadlines), so that a GPU
+	// that runs late turns its lateness into drops now, not late answers
+	// later. Those, and the requests whose inputs did not come, end now,
+	// before the batch runs.
+	drop := lateHeads(p, run, started, j.model.Latency)
+	late := run[:drop]
+	run = run[drop:]
+	behind := started.Sub(time.Unix(0, p.ExecAt))
+	ends := make([]wire.Result, 0, n-len(run))
+	for _, i := range late {
+		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
+			Detail: fmt.Sprintf("its GPU ran %v behind the plan: the batch could no longer finish in time", behind.Round(time.Microsecond))})
+	}
+	for _, i := range order {
+		if j.inputs[i] == nil {
+			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndInputUnavailable, Detail: j.why[i]})
+		}
+	}
+	a.deliver(p, ends)
+	inputs := make([][]byte, len(run))
+	for k, i := range run {
+		inputs[k] = j.inputs[i]
+	}
 	var outs [][]byte
 	var err error
 	if len(inputs) > 0 {
@@ -449,58 +547,124 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		}
 	}
 	finished := time.Now()
-	full := make([][]byte, b)
-	if err == nil {
-		for k, i := range ran {
-			full[i] = outs[k]
-		}
-	}
-	cause := ""
 	if err != nil {
-		cause = err.Error()
 		a.log.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
 	}
-	a.finish(j, full, cause, started, finished)
+	results := make([]wire.Result, len(run))
+	for k, i := range run {
+		r := wire.Result{ID: p.Tasks[i].ID, BatchSize: uint32(len(run)), StartedAt: started.UnixNano(), FinishedAt: finished.UnixNano()}
+		if err != nil {
+			r.Code, r.Detail = wire.EndExecutorFailed, err.Error()
+		} else {
+			r.Output = outs[k]
+		}
+		results[k] = r
+	}
+	a.deliver(p, results)
+	a.report(j, append(ends, results...), len(run), started, finished)
 }
 
-// finish sends each request's result (or failure) to its frontend and
-// reports the GPU free. outs[i] is nil for a request that did not run;
-// execErr, if set, fails every request that had its input.
-//
-// A zero finished time means the GPU did not run the plan: the scheduler
-// is not to correct the GPU's free time from it.
-func (a *Agent) finish(j *job, outs [][]byte, execErr string, started, finished time.Time) {
-	p := j.plan
+// lateHeads returns how many of the requests idx (indexes into p.Tasks,
+// in finish-by order) a batch starting at start must leave out for the
+// rest to finish in time: the fewest earliest-deadline ones. Leaving out
+// the earliest deadlines is best: the best batch of any size k is the k
+// latest deadlines, and if those k fit, so do the k-1 latest.
+func lateHeads(p *wire.Plan, idx []int, start time.Time, latency []time.Duration) int {
+	h := 0
+	for h < len(idx) && start.Add(latency[len(idx)-h-1]).UnixNano() > p.Tasks[idx[h]].FinishBy {
+		h++
+	}
+	return h
+}
+
+// deliver sends results to their frontends, one message per frontend.
+func (a *Agent) deliver(p *wire.Plan, results []wire.Result) {
+	if len(results) == 0 {
+		return
+	}
+	frontendOf := make(map[uint64]uint32, len(p.Tasks))
+	for i := range p.Tasks {
+		frontendOf[p.Tasks[i].ID] = p.Tasks[i].Frontend
+	}
+	byFrontend := map[uint32][]wire.Result{}
+	for _, r := range results {
+		f := frontendOf[r.ID]
+		byFrontend[f] = append(byFrontend[f], r)
+	}
+	for fid, rs := range byFrontend {
+		a.pull.send(fid, rs)
+	}
+}
+
+// report counts how the plan's requests ended and tells the scheduler
+// what the GPU did with the plan: it ran ran requests from started to
+// finished, or, with ran 0, gave the plan up at finished (zero if the plan
+// never reached the GPU).
+func (a *Agent) report(j *job, results []wire.Result, ran int, started, finished time.Time) {
+	failed, dropped := 0, 0
+	for i := range results {
+		switch c := results[i].Code; {
+		case c == wire.EndDropDeadline:
+			dropped++
+		case c != 0:
+			failed++
+		}
+	}
+	a.stats.Failed.Add(uint64(failed))
+	a.stats.Dropped.Add(uint64(dropped))
 	unix := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
 		}
 		return t.UnixNano()
 	}
-	byFrontend := map[uint32][]wire.Result{}
-	failed := 0
-	for i := range p.Tasks {
-		t := &p.Tasks[i]
-		r := wire.Result{ID: t.ID, BatchSize: uint32(len(p.Tasks)), StartedAt: unix(started), FinishedAt: unix(finished)}
-		switch {
-		case outs != nil && outs[i] != nil:
-			r.Output = outs[i]
-		case j.why[i] != "":
-			r.Code, r.Detail = wire.EndInputUnavailable, j.why[i]
-		default:
-			r.Code, r.Detail = wire.EndExecutorFailed, execErr
-		}
-		if r.Code != 0 {
-			failed++
-		}
-		byFrontend[t.Frontend] = append(byFrontend[t.Frontend], r)
+	// After the session died this Send fails; the results still reach
+	// their frontends (request IDs are unique per frontend, so a late
+	// result can only end its own request, or be ignored).
+	p := j.plan
+	_ = j.s.conn.Send(&wire.GPUFree{GPU: p.GPU, Plan: p.ID, StartedAt: unix(started), FinishedAt: unix(finished),
+		Failed: uint32(failed), Ran: uint32(ran)})
+}
+
+// Drain leaves gracefully: it tells the scheduler that the agent is
+// leaving, keeps running the plans it holds and those already on their
+// way, and once the scheduler answers that it will send no more (or is
+// gone) and every plan has finished and its results are sent, it closes
+// the agent. If ctx ends first, it closes at once, as Close does, and
+// returns ctx's error.
+func (a *Agent) Drain(ctx context.Context) error {
+	a.mu.Lock()
+	a.draining = true
+	sess := a.session
+	a.mu.Unlock()
+	defer a.Close()
+	if sess == nil || sess.dead.Load() {
+		return a.waitJobs(ctx)
 	}
-	for fid, rs := range byFrontend {
-		a.pull.send(fid, rs)
+	if err := sess.conn.Send(&wire.Leaving{}); err != nil {
+		return a.waitJobs(ctx)
 	}
-	a.stats.Failed.Add(uint64(failed))
-	// After the session died this Send fails; the results above still
-	// reach their frontends (request IDs are unique per frontend, so a
-	// late result can only end its own request, or be ignored).
-	_ = j.s.conn.Send(&wire.GPUFree{GPU: p.GPU, Plan: p.ID, StartedAt: unix(started), FinishedAt: unix(finished), Failed: uint32(failed)})
+	a.log.Info().Msg("draining: no new plans; finishing the plans held")
+	select {
+	case <-sess.leaveOK:
+	case <-ctx.Done():
+		return fmt.Errorf("backend: draining: %w", ctx.Err())
+	case <-sess.closed:
+		// The scheduler is gone: the plans held still run, and their
+		// results still reach their frontends.
+	}
+	return a.waitJobs(ctx)
+}
+
+// waitJobs waits until no plan is queued or running, or ctx ends.
+func (a *Agent) waitJobs(ctx context.Context) error {
+	idle := make(chan struct{})
+	go func() { a.jobs.Wait(); close(idle) }()
+	select {
+	case <-idle:
+		a.log.Info().Msg("drained: every plan held has finished")
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("backend: draining: %w", ctx.Err())
+	}
 }

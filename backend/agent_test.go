@@ -71,7 +71,7 @@ func TestCloseStopsPullsInFlight(t *testing.T) {
 	c := <-ready
 	deadline := time.Now().Add(time.Minute).UnixNano()
 	if err := c.Send(&wire.Plan{ID: 1, GPU: 0, Model: 0, ExecAt: time.Now().UnixNano(), Deadline: deadline,
-		Tasks: []wire.PlanTask{{ID: 7, Frontend: 1, Input: wire.InputRef{Region: 0, Length: 8, Key: 7}}}}); err != nil {
+		Tasks: []wire.PlanTask{{ID: 7, Frontend: 1, Input: wire.InputRef{Region: 0, Length: 8, Key: 7}, FinishBy: deadline}}}); err != nil {
 		t.Fatal(err)
 	}
 	<-reads // the pull is in flight, waiting for an answer that never comes

@@ -92,6 +92,10 @@ type rankGPU struct {
 	freeAt  Time
 	online  bool // may be granted; false once its backend is gone
 	granted bool // a grant is outstanding: not in the free heap
+	// corrected holds a CorrectFreeAt that came while a grant was
+	// outstanding (Past if none): a grant that comes back unused frees
+	// the GPU then, not when the grant thought it would free.
+	corrected Time
 }
 
 // RankCore is the RankThread of Appendix C as a state machine: it owns every
@@ -133,7 +137,7 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 		r.models[i].readyAt = -1
 	}
 	for i := range r.gpus {
-		r.gpus[i] = rankGPU{freeAt: Past, online: !cfg.StartOffline}
+		r.gpus[i] = rankGPU{freeAt: Past, online: !cfg.StartOffline, corrected: Past}
 		if !cfg.StartOffline {
 			r.free.Push(GPUID(i))
 			r.online++
@@ -171,6 +175,10 @@ func (r *RankCore) Return(ret GPUReturn) {
 	}
 	g.granted = false
 	g.freeAt = ret.FreeAt
+	if !ret.Used && g.corrected != Past {
+		g.freeAt = g.corrected
+	}
+	g.corrected = Past
 	if g.online {
 		r.free.Push(ret.GPU)
 	}
@@ -334,14 +342,20 @@ func (r *RankCore) DisableGPU(g GPUID) {
 	r.free.Remove(g)
 }
 
-// CorrectFreeAt sets when GPU g really frees, from its backend's report,
-// if the GPU is free and online; a GPU whose grant is outstanding gets its
-// free time from the grant's Return instead. The caller must only pass
-// reports of the GPU's latest plan: an older plan's finish says nothing
-// about the plan that follows it.
+// CorrectFreeAt sets when GPU g really frees, as its backend's reports
+// show (scheduler/gpuwatch replays the GPU's outstanding plans from them):
+// later than planned when the GPU runs late, earlier when it gave a plan
+// up. While a grant of g is outstanding, the correction waits: if the
+// grant comes back unused, the GPU frees at the corrected time; if it
+// comes back used, its Return brings a newer free time, which the caller
+// has corrected itself.
 func (r *RankCore) CorrectFreeAt(g GPUID, freeAt Time) {
 	st := &r.gpus[g]
-	if !st.online || st.granted || st.freeAt == freeAt {
+	if st.granted {
+		st.corrected = freeAt
+		return
+	}
+	if !st.online || st.freeAt == freeAt {
 		return
 	}
 	st.freeAt = freeAt

@@ -282,6 +282,22 @@ func TestRankGPUsComeAndGo(t *testing.T) {
 	if r.gpus[1].freeAt != at(40*ms) {
 		t.Fatalf("freeAt %v, want the Return's 40ms", r.gpus[1].freeAt)
 	}
+	// ... and applies if the grant comes back unused: the grant was made
+	// for a free time the GPU no longer has.
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(40 * ms), InvalidAfter: at(42 * ms), Deadline: at(49 * ms), Version: 5})
+	wantGrants(t, "granted again", tick(r, at(40*ms)), Grant{Model: 0, GPU: 1, FreeAt: at(40 * ms), GPUs: 1})
+	r.CorrectFreeAt(1, at(44*ms))
+	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(40 * ms), Candidate: Candidate{Version: 6}})
+	if r.gpus[1].freeAt != at(44*ms) {
+		t.Fatalf("freeAt %v after an unused return, want the correction's 44ms", r.gpus[1].freeAt)
+	}
+	// A later grant's return is not corrected by an old correction.
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(44 * ms), InvalidAfter: at(46 * ms), Deadline: at(53 * ms), Version: 7})
+	wantGrants(t, "granted a third time", tick(r, at(44*ms)), Grant{Model: 0, GPU: 1, FreeAt: at(44 * ms), GPUs: 1})
+	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(47 * ms), Candidate: Candidate{Version: 8}})
+	if r.gpus[1].freeAt != at(47*ms) {
+		t.Fatalf("freeAt %v, want the Return's 47ms, not the spent correction's 44ms", r.gpus[1].freeAt)
+	}
 }
 
 // A detached model is never granted, whether its timer was armed or it was

@@ -1,6 +1,7 @@
 // Package metrics exports a backend agent's counters in the Prometheus
-// format: the batch plans it received, their requests, and the requests it
-// failed (inputs that could not be pulled in time, executor errors).
+// format: the batch plans it received, their requests, the requests it
+// failed (inputs that could not be pulled in time, executor errors) and
+// those it dropped because its GPU ran too late for them.
 package metrics
 
 import (
@@ -25,6 +26,7 @@ func Handler(stats *backend.Stats) http.Handler {
 		counter("plans_total", "Batch plans received from the scheduler.", stats.Plans.Load),
 		counter("requests_total", "Requests in those plans.", stats.Requests.Load),
 		counter("failed_requests_total", "Requests the backend failed: input unavailable or executor error.", stats.Failed.Load),
+		counter("dropped_requests_total", "Requests the backend dropped because its GPU ran too late for their batch to finish by their deadline.", stats.Dropped.Load),
 		counter("undelivered_results_total", "Results not sent because their frontend's data connection was down or the frontend had left.", stats.Undelivered.Load),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})

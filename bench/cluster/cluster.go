@@ -40,6 +40,9 @@ type Config struct {
 	WakeupSlack time.Duration
 	// DrainTimeout is the scheduler's service.Config.DrainTimeout.
 	DrainTimeout time.Duration
+	// ResultTrip is the scheduler's service.Config.ResultTrip: the
+	// network's own result delay, before the live floor.
+	ResultTrip time.Duration
 	// Backends is how many backend agents to start, GPUsPerBackend each.
 	Backends, GPUsPerBackend int
 	// Frontends is how many frontend clients to start.
@@ -80,7 +83,7 @@ func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Confi
 	}
 	c := Config{
 		Network: n, Addr: addr, DataAddr: addr,
-		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: service.LiveDelays(w.Network),
+		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: service.LiveDelays(w.Network), ResultTrip: w.Network.Result,
 		Frontends: 1, Log: zerolog.Nop(),
 	}
 	for _, m := range w.Models {
@@ -110,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	sc := service.Default()
 	sc.Addr, sc.Network, sc.Models, sc.Log = cfg.Addr, cfg.Network, cfg.Models, cfg.Log
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cfg.Policy, cfg.Schedulable, cfg.Drop, cfg.Delays
-	sc.WakeupSlack, sc.DrainTimeout = cfg.WakeupSlack, cfg.DrainTimeout
+	sc.WakeupSlack, sc.DrainTimeout, sc.ResultTrip = cfg.WakeupSlack, cfg.DrainTimeout, cfg.ResultTrip
 	svc, err := service.Start(sc)
 	if err != nil {
 		return nil, err

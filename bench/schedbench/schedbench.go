@@ -89,10 +89,11 @@ type counters struct {
 
 type sink struct{ per []counters }
 
-func (s *sink) Planned(p *scheduler.BatchPlan) {
+func (s *sink) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	c := &s.per[p.Model]
 	c.planned.Add(uint64(len(p.Requests)))
 	c.plans.Add(1)
+	return p.FinishAt // in-process GPUs run exactly as planned
 }
 
 func (s *sink) Dropped(m scheduler.ModelID, _ *scheduler.Drop) { s.per[m].dropped.Add(1) }

@@ -28,7 +28,11 @@ var ErrStopped = errors.New("rt: scheduler stopped")
 // valid during the call. Implementations must not block for long: they run
 // on the scheduling path.
 type Sink interface {
-	Planned(p *scheduler.BatchPlan)
+	// Planned sends a plan to its GPU and returns when the GPU is expected
+	// to be really free after it: p.FinishAt, or later where the sink
+	// knows that the GPU runs behind its plans (scheduler/gpuwatch). The
+	// rank loop gets the GPU back from then.
+	Planned(p *scheduler.BatchPlan) scheduler.Time
 	Dropped(model scheduler.ModelID, d *scheduler.Drop)
 }
 
@@ -226,7 +230,13 @@ func (m *modelThread) handle(out *scheduler.ModelOutput) {
 		m.s.sink.Dropped(m.id, &out.Drops[i])
 	}
 	for i := range out.Plans {
-		m.s.sink.Planned(&out.Plans[i])
+		p := &out.Plans[i]
+		freeAt := m.s.sink.Planned(p)
+		for j := range out.Returns {
+			if r := &out.Returns[j]; r.Used && r.GPU == p.GPU {
+				r.FreeAt = scheduler.MaxTime(r.FreeAt, freeAt)
+			}
+		}
 	}
 	if len(out.Returns) > 0 {
 		m.s.rank.sendReturns(out.Returns)
@@ -306,7 +316,7 @@ func (s *Scheduler) DisableGPU(g scheduler.GPUID) {
 	s.rank.sendGPUOp(gpuOp{gpu: g, kind: gpuDisable})
 }
 
-// CorrectFreeAt reports when a GPU's latest plan really finished
+// CorrectFreeAt reports when a GPU is now expected to be really free
 // (RankCore.CorrectFreeAt).
 func (s *Scheduler) CorrectFreeAt(g scheduler.GPUID, freeAt scheduler.Time) {
 	s.rank.sendGPUOp(gpuOp{gpu: g, kind: gpuCorrect, freeAt: freeAt})

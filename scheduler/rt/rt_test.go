@@ -24,14 +24,19 @@ type event struct {
 
 // chanSink sends every decision on a channel large enough never to block
 // the scheduling path in these tests.
-type chanSink struct{ events chan event }
+// Its GPUs run late by late after each plan, as Planned says.
+type chanSink struct {
+	events chan event
+	late   time.Duration
+}
 
 func newSink() *chanSink { return &chanSink{events: make(chan event, 1<<16)} }
 
-func (s *chanSink) Planned(p *scheduler.BatchPlan) {
+func (s *chanSink) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	c := *p
 	c.Requests = slices.Clone(p.Requests) // only valid during the call
 	s.events <- event{model: p.Model, plan: &c}
+	return p.FinishAt.Add(s.late)
 }
 
 func (s *chanSink) Dropped(model scheduler.ModelID, d *scheduler.Drop) {
@@ -220,6 +225,40 @@ func TestEveryRequestPlanned(t *testing.T) {
 				t.Errorf("rank busy %v of %v", busy, wall)
 			}
 		})
+	}
+}
+
+// TestPlannedFreeTimeHoldsTheGPU: when the sink says a GPU frees later
+// than its plan (it runs late), the next plan on the GPU starts no earlier.
+func TestPlannedFreeTimeHoldsTheGPU(t *testing.T) {
+	cfg := testConfig(1, 1, scheduler.PolicyWorkConserving)
+	sink := newSink()
+	sink.late = 3 * time.Millisecond
+	s, err := Start(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	l := newLedger(t)
+	now := s.Now()
+	var reqs []scheduler.Request
+	for i := range 64 { // four full batches, back to back on the one GPU
+		id := scheduler.RequestID(i)
+		l.modelOf[id] = 0
+		reqs = append(reqs, scheduler.Request{ID: id, Arrival: now, Deadline: now.Add(10 * time.Second)})
+	}
+	if err := s.Submit(0, reqs); err != nil {
+		t.Fatal(err)
+	}
+	l.await(sink, len(reqs))
+	if l.planned != len(reqs) {
+		t.Fatalf("%d of %d planned", l.planned, len(reqs))
+	}
+	slices.SortFunc(l.plans, func(a, b *scheduler.BatchPlan) int { return int(a.ExecAt - b.ExecAt) })
+	for i := 1; i < len(l.plans); i++ {
+		if prev, p := l.plans[i-1], l.plans[i]; p.ExecAt < prev.FinishAt.Add(sink.late) {
+			t.Errorf("plan %d starts at %v, before the GPU really frees of plan %d at %v", p.ID, p.ExecAt, prev.ID, prev.FinishAt.Add(sink.late))
+		}
 	}
 }
 

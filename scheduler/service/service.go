@@ -8,8 +8,18 @@
 // GPUs come and go with their backends: a backend's GPUs are brought online
 // when it says its models are loaded, and taken offline when its connection
 // ends; every request of a plan it had not finished ends with a
-// backend-lost error, so no request is lost. Close drains: queued requests
-// end with a shutdown drop, plans already sent get time to finish.
+// backend-lost error, so no request is lost. A backend that drains (it
+// says Leaving) gets no new plans, finishes those it holds, and is told
+// LeaveOK when it may go. Close drains the scheduler itself: queued
+// requests end with a shutdown drop, plans already sent get time to
+// finish.
+//
+// The service follows every GPU's real timeline with a gpuwatch.Watcher:
+// each backend report corrects when its GPU will really be free (a GPU
+// that runs late is granted later, and so less often), and a GPU whose
+// plan is overdue, or whose backend has gone silent (backends send
+// heartbeats), leaves rotation until it answers again; the requests it
+// held end as "backend stalled" failures.
 package service
 
 import (
@@ -22,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/gpuwatch"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/rt"
 	"github.com/symphony-serving/symphony/transport"
@@ -61,8 +72,31 @@ type Config struct {
 	// by when every such plan has met or missed its deadline, and a
 	// negative one not to wait at all.
 	DrainTimeout time.Duration
-	Log          zerolog.Logger
+	// ResultTrip is how long a result takes from its backend to its
+	// frontend, without the planning margin Delays.Result adds: a backend
+	// runs a request only if its batch can finish ResultTrip before the
+	// request's deadline (wire.PlanTask.FinishBy), and drops it at once
+	// otherwise. The margin in Delays.Result absorbs a GPU's small
+	// lateness; a GPU later than that has its requests dropped rather
+	// than answered late. 0 means DefaultResultTrip; it may not exceed
+	// Delays.Result.
+	ResultTrip time.Duration
+	// StallAfter is how long past its expected finish a plan may stay
+	// unreported, and how long a backend may stay silent, before its GPUs
+	// leave rotation (gpuwatch.Config.StallAfter); 0 means the longest
+	// model SLO or gpuwatch.DefaultStallAfter, whichever is longer. It
+	// must be well above the backends' heartbeat period.
+	StallAfter time.Duration
+	Log        zerolog.Logger
 }
+
+// DefaultResultTrip is Config.ResultTrip's default: a result's trip on a
+// datacenter network or loopback, with room for a scheduling hiccup.
+const DefaultResultTrip = 250 * time.Microsecond
+
+// WatchPeriod is how often the service checks for stalled GPUs: a stall is
+// found within StallAfter plus this.
+const WatchPeriod = 10 * time.Millisecond
 
 // DrainMargin is what the default drain timeout adds to the longest SLO:
 // by then every plan in flight has met or missed its deadline, and it is
@@ -115,6 +149,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service: max GPUs %d out of range", c.MaxGPUs)
 	case c.Policy == scheduler.PolicyNexus:
 		return errors.New("service: the nexus policy exists only in the simulator")
+	case c.StallAfter < 0:
+		return fmt.Errorf("service: negative stall timeout %v", c.StallAfter)
+	case c.ResultTrip < 0:
+		return fmt.Errorf("service: negative result trip %v", c.ResultTrip)
 	}
 	seen := map[string]bool{}
 	for i, m := range c.Models {
@@ -146,11 +184,16 @@ type Service struct {
 
 	mu           sync.Mutex
 	nextFrontend uint32
+	nextBackend  gpuwatch.BackendID
 	frontends    map[scheduler.FrontendID]*frontendConn
 	backends     map[*backendConn]struct{}
 	gpus         []gpuState
-	closed       bool
-	closeDone    chan struct{} // closed when Close has finished
+	// watch follows the GPUs' real timelines (under mu).
+	watch     *gpuwatch.Watcher
+	stopWatch chan struct{}
+	watchDone chan struct{}
+	closed    bool
+	closeDone chan struct{} // closed when Close has finished
 	// inFlight counts the plans sent to backends and not yet reported
 	// free or failed; drained is signalled, while closing, when it may
 	// have reached zero or the drain timed out (drainOver).
@@ -181,7 +224,15 @@ type Stats struct {
 	// tell a frontend because its connection had closed, as one does when
 	// a task is read just as the connection goes: that frontend ends those
 	// requests itself (frontend.ErrSchedulerLost).
-	Unsent                                   uint64
+	Unsent uint64
+	// Stalls counts GPUs taken out of rotation because a plan was overdue
+	// or their backend fell silent; StalledGPUs is how many are out now.
+	Stalls uint64
+	// Resubmitted counts requests whose plan could not go to its GPU's
+	// backend (it had left, or was draining) and went back to their
+	// model's queue instead.
+	Resubmitted                              uint64
+	StalledGPUs                              int
 	Frontends, Backends, OnlineGPUs, Rejects int
 	// PlansInFlight is the number of plans sent to backends and not yet
 	// reported finished.
@@ -219,19 +270,28 @@ type frontendConn struct {
 }
 
 type backendConn struct {
+	id    gpuwatch.BackendID
 	name  string
 	conn  transport.Conn
 	base  scheduler.GPUID
 	n     int
 	gone  bool
 	ready bool // its GPUs were brought online
+	// leaving: it is draining; its GPUs are offline. leaveOK: it has been
+	// told it may go, so no plan may be sent to it any more.
+	leaving, leaveOK bool
 }
 
 // gpuState is what the service knows of one GPU beyond the rank's free_at.
 type gpuState struct {
 	owner       *backendConn
-	lastPlan    uint64
-	outstanding map[uint64][]planned // plans sent and not yet reported free
+	outstanding map[uint64]sentPlan // plans sent and not yet reported free
+}
+
+// sentPlan is a plan sent to a backend and not yet reported.
+type sentPlan struct {
+	model scheduler.ModelID
+	reqs  []planned
 }
 
 // planned is one request of a plan sent to a backend.
@@ -253,12 +313,27 @@ func Start(cfg Config) (*Service, error) {
 		closeDone: make(chan struct{}),
 	}
 	s.drained = sync.NewCond(&s.mu)
-	if s.cfg.DrainTimeout == 0 {
-		for _, m := range cfg.Models {
-			s.cfg.DrainTimeout = max(s.cfg.DrainTimeout, m.SLO)
-		}
-		s.cfg.DrainTimeout += DrainMargin
+	var longest time.Duration
+	for _, m := range cfg.Models {
+		longest = max(longest, m.SLO)
 	}
+	if s.cfg.DrainTimeout == 0 {
+		s.cfg.DrainTimeout = longest + DrainMargin
+	}
+	if s.cfg.StallAfter == 0 {
+		s.cfg.StallAfter = max(longest, gpuwatch.DefaultStallAfter)
+	}
+	if s.cfg.ResultTrip == 0 {
+		s.cfg.ResultTrip = DefaultResultTrip
+	}
+	s.cfg.ResultTrip = min(s.cfg.ResultTrip, s.cfg.Delays.Result)
+	wc := gpuwatch.Default(cfg.MaxGPUs)
+	wc.StallAfter = s.cfg.StallAfter
+	watch, err := gpuwatch.New(wc)
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	s.watch = watch
 	rc := rt.Config{
 		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, Delays: cfg.Delays, StartOffline: true},
 		WakeupSlack: cfg.WakeupSlack,
@@ -289,7 +364,10 @@ func Start(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("service: listen on %s: %w", cfg.Addr, err)
 	}
 	s.ln = ln
-	s.log.Info().Str("addr", ln.Addr()).Int("models", len(cfg.Models)).Stringer("policy", cfg.Policy).Msg("scheduler listening")
+	s.stopWatch, s.watchDone = make(chan struct{}), make(chan struct{})
+	go s.watchLoop()
+	s.log.Info().Str("addr", ln.Addr()).Int("models", len(cfg.Models)).Stringer("policy", cfg.Policy).
+		Str("stall_after", s.cfg.StallAfter.String()).Msg("scheduler listening")
 	return s, nil
 }
 
@@ -329,6 +407,8 @@ func (s *Service) Close() {
 	for _, f := range fronts {
 		f.ended.Flush()
 	}
+	close(s.stopWatch)
+	<-s.watchDone
 	_ = s.ln.Close()
 }
 
@@ -366,8 +446,8 @@ func (s *Service) drain() {
 	n := 0
 	for g := range s.gpus {
 		st := &s.gpus[g]
-		for id, reqs := range st.outstanding {
-			for _, r := range reqs {
+		for id, sp := range st.outstanding {
+			for _, r := range sp.reqs {
 				if f := s.frontends[r.frontend]; f != nil {
 					s.tell(f, wire.End{ID: r.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
 				}
@@ -566,9 +646,10 @@ func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome,
 		s.count(func(st *Stats) { st.Rejects++ })
 		return nil, nil, fmt.Errorf("no room for %d more GPUs (max %d)", n, s.cfg.MaxGPUs)
 	}
-	b := &backendConn{name: h.Name, conn: c, base: base, n: n}
+	s.nextBackend++
+	b := &backendConn{id: s.nextBackend, name: h.Name, conn: c, base: base, n: n}
 	for g := base; g < base+scheduler.GPUID(n); g++ {
-		s.gpus[g] = gpuState{owner: b, outstanding: make(map[uint64][]planned)}
+		s.gpus[g] = gpuState{owner: b, outstanding: make(map[uint64]sentPlan)}
 	}
 	s.backends[b] = struct{}{}
 	w := &wire.Welcome{Version: wire.Version, ID: uint32(base), Models: s.specs}
@@ -605,6 +686,13 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 		s.mu.Lock()
 		again := b.ready || b.gone
 		b.ready = true
+		if !again {
+			gpus := make([]scheduler.GPUID, b.n)
+			for i := range gpus {
+				gpus[i] = b.base + scheduler.GPUID(i)
+			}
+			s.watch.Attach(s.sched.Now(), b.id, gpus)
+		}
 		s.mu.Unlock()
 		if again {
 			return
@@ -615,31 +703,178 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 		s.count(func(st *Stats) { st.Backends++; st.OnlineGPUs += b.n })
 		s.log.Info().Str("name", b.name).Int("gpus", b.n).Msg("backend ready")
 	case *wire.GPUFree:
-		g := scheduler.GPUID(m.GPU)
+		s.gpuFree(b, m)
+	case *wire.Heartbeat:
 		s.mu.Lock()
-		if int(g) >= len(s.gpus) || s.gpus[g].owner != b {
-			s.mu.Unlock()
-			b.conn.Close(fmt.Errorf("GPU %d is not this backend's", m.GPU))
-			return
-		}
-		st := &s.gpus[g]
-		if _, ok := st.outstanding[m.Plan]; ok {
-			delete(st.outstanding, m.Plan)
-			s.planEnded()
-		}
-		// Only the GPU's latest plan says when it frees; and the
-		// correction goes out under the lock, so that it reaches the
-		// rank before the return of any plan made after this check.
-		if st.lastPlan == m.Plan && m.FinishedAt != 0 {
-			s.sched.CorrectFreeAt(g, s.toSched(m.FinishedAt))
-		}
+		back := s.watch.Heard(s.sched.Now(), b.id)
+		s.enable(b, back)
 		s.mu.Unlock()
-		if m.Failed > 0 {
-			s.count(func(st *Stats) { st.Failed += uint64(m.Failed) })
-		}
+	case *wire.Leaving:
+		s.leaving(b)
 	default:
 		b.conn.Close(fmt.Errorf("unexpected %v from a backend", m.Kind()))
 	}
+}
+
+// gpuFree takes a backend's report of a plan: the plan is out of flight,
+// and the GPU's expected free time is corrected from what really happened.
+func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
+	g := scheduler.GPUID(m.GPU)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(g) >= len(s.gpus) || s.gpus[g].owner != b {
+		b.conn.Close(fmt.Errorf("GPU %d is not this backend's", m.GPU))
+		return
+	}
+	st := &s.gpus[g]
+	r := gpuwatch.Report{GPU: g, Plan: scheduler.PlanID(m.Plan), Started: scheduler.Past, Finished: scheduler.Past}
+	sp, ok := st.outstanding[m.Plan]
+	if ok {
+		delete(st.outstanding, m.Plan)
+		s.planEnded()
+		if m.Failed > 0 {
+			// A retired plan's requests were counted when it was.
+			s.count(func(st *Stats) { st.Failed += uint64(m.Failed) })
+		}
+		if m.Ran > 0 {
+			r.Ran = s.cfg.Models[sp.model].Profile.Latency(int(m.Ran))
+		}
+	}
+	if m.FinishedAt != 0 {
+		r.Started, r.Finished = s.toSched(m.StartedAt), s.toSched(m.FinishedAt)
+	}
+	// The correction goes out under the lock, so that it reaches the rank
+	// before the return of any plan made after this report.
+	if freeAt, changed, recovered := s.watch.Finished(s.sched.Now(), r); recovered {
+		s.enable(b, []scheduler.GPUID{g})
+	} else if changed {
+		s.sched.CorrectFreeAt(g, freeAt)
+	}
+	s.maybeLeaveOK(b)
+}
+
+// enable brings GPUs of b back into rotation after a stall. Called with
+// s.mu held.
+func (s *Service) enable(b *backendConn, gpus []scheduler.GPUID) {
+	if len(gpus) == 0 || b.leaving || b.gone {
+		return
+	}
+	for _, g := range gpus {
+		s.sched.EnableGPU(g, s.watch.FreeAt(g))
+	}
+	s.count(func(st *Stats) { st.StalledGPUs -= len(gpus); st.OnlineGPUs += len(gpus) })
+	s.log.Info().Str("backend", b.name).Int("gpus", len(gpus)).Msg("stalled GPUs answer again: back in rotation")
+}
+
+// leaving starts a backend's drain: its GPUs leave rotation at once, and
+// it is told LeaveOK once it has reported every plan it was sent.
+func (s *Service) leaving(b *backendConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.leaving || b.gone {
+		return
+	}
+	b.leaving = true
+	online := 0
+	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
+		if !s.watch.Stalled(g) {
+			online++
+		}
+		s.sched.DisableGPU(g)
+	}
+	if b.ready {
+		s.count(func(st *Stats) { st.OnlineGPUs -= online })
+	}
+	s.log.Info().Str("name", b.name).Int("gpus", b.n).Int("plans_held", s.heldBy(b)).Msg("backend draining")
+	s.maybeLeaveOK(b)
+}
+
+// heldBy is the number of plans b holds. Called with s.mu held.
+func (s *Service) heldBy(b *backendConn) int {
+	n := 0
+	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
+		n += len(s.gpus[g].outstanding)
+	}
+	return n
+}
+
+// maybeLeaveOK tells a draining backend that it may go, once it holds no
+// plan. From then on no plan goes to it: Planned puts a plan that a grant
+// already in flight makes for its GPUs back in its model's queue. Called
+// with s.mu held, so that no plan is recorded for b in between.
+func (s *Service) maybeLeaveOK(b *backendConn) {
+	if !b.leaving || b.leaveOK || s.heldBy(b) > 0 {
+		return
+	}
+	b.leaveOK = true
+	if err := b.conn.Send(&wire.LeaveOK{}); err != nil {
+		s.log.Debug().Err(err).Str("name", b.name).Msg("LeaveOK not sent: the backend's connection closed")
+	}
+}
+
+// watchLoop ticks the watcher: GPUs found stalled leave rotation, and the
+// requests of the plans they held end as "backend stalled" failures.
+func (s *Service) watchLoop() {
+	defer close(s.watchDone)
+	t := time.NewTicker(WatchPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopWatch:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		now := s.sched.Now()
+		if s.watch.WakeAt() > now {
+			s.mu.Unlock()
+			continue
+		}
+		for _, st := range s.watch.Tick(now) {
+			s.stalled(now, &st)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// stalled takes a stalled GPU out of rotation and ends the requests of the
+// plans it held. Called with s.mu held.
+func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
+	gs := &s.gpus[st.GPU]
+	b := gs.owner
+	if b == nil {
+		return
+	}
+	s.sched.DisableGPU(st.GPU)
+	detail := fmt.Sprintf("%s: GPU %d %s for %v", b.name, st.GPU, st.Why, now.Sub(st.Since).Round(time.Millisecond))
+	n := 0
+	for _, id := range st.Retired {
+		sp, ok := gs.outstanding[uint64(id)]
+		if !ok {
+			continue
+		}
+		delete(gs.outstanding, uint64(id))
+		s.planEnded()
+		for _, r := range sp.reqs {
+			if f := s.frontends[r.frontend]; f != nil {
+				s.tell(f, wire.End{ID: r.id, Code: wire.EndBackendStalled, Detail: detail})
+			}
+			n++
+		}
+	}
+	online := !b.leaving && b.ready
+	s.count(func(c *Stats) {
+		c.Stalls++
+		c.Failed += uint64(n)
+		c.StalledGPUs++
+		if online {
+			c.OnlineGPUs--
+		}
+	})
+	s.log.Warn().Str("backend", b.name).Uint32("gpu", uint32(st.GPU)).Stringer("why", st.Why).
+		Str("since", now.Sub(st.Since).Round(time.Millisecond).String()).Int("requests_failed", n).
+		Msg("GPU stalled: out of rotation until it answers")
+	s.maybeLeaveOK(b)
 }
 
 // backendGone takes the backend's GPUs offline and fails every request of
@@ -650,17 +885,24 @@ func (s *Service) backendGone(b *backendConn, err error) {
 	b.gone = true
 	delete(s.backends, b)
 	nlost := 0
+	stalled, online := 0, 0
 	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
-		for _, reqs := range s.gpus[g].outstanding {
-			for _, r := range reqs {
+		for _, sp := range s.gpus[g].outstanding {
+			for _, r := range sp.reqs {
 				lost[r.frontend] = append(lost[r.frontend], wire.End{ID: r.id, Code: wire.EndBackendLost, Detail: b.name})
 				nlost++
 			}
 			s.planEnded()
 		}
+		if b.ready && s.watch.Stalled(g) {
+			stalled++
+		} else if b.ready && !b.leaving {
+			online++
+		}
 		s.gpus[g] = gpuState{}
 		s.sched.DisableGPU(g)
 	}
+	s.watch.Detach(b.id)
 	for fid, ends := range lost {
 		if f := s.frontends[fid]; f != nil {
 			s.tell(f, ends...)
@@ -672,21 +914,37 @@ func (s *Service) backendGone(b *backendConn, err error) {
 		st.Failed += uint64(nlost)
 		if wasReady {
 			st.Backends--
-			st.OnlineGPUs -= b.n
+			st.OnlineGPUs -= online
+			st.StalledGPUs -= stalled
 		}
 	})
-	s.log.Warn().Str("name", b.name).Int("gpus", b.n).Int("requests_failed", nlost).AnErr("reason", err).Msg("backend left")
+	ev := s.log.Warn()
+	if nlost == 0 && b.leaveOK {
+		ev = s.log.Info() // a drained backend leaving, as it said it would
+	}
+	ev.Str("name", b.name).Int("gpus", b.n).Int("requests_failed", nlost).AnErr("reason", err).Msg("backend left")
 }
 
-// Planned implements rt.Sink: it sends the plan to the GPU's backend.
-// Requests of frontends that have left are left out (Stats.Orphaned): the
-// backend would only fail to pull their inputs, and no one would hear.
-func (s *Service) Planned(p *scheduler.BatchPlan) {
+// Planned implements rt.Sink: it sends the plan to the GPU's backend, and
+// returns when the GPU is expected to be really free after it (see
+// gpuwatch). Requests of frontends that have left are left out
+// (Stats.Orphaned): the backend would only fail to pull their inputs, and
+// no one would hear. A plan whose backend cannot take it (it left, or has
+// drained) never reached a GPU: its requests go back to their model's
+// queue, with their deadlines, instead of failing.
+func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
 	reqs := make([]planned, 0, len(p.Requests))
+	// keep holds the plan's requests and entries, to put back in the
+	// queue if the plan cannot be sent.
+	keep := make([]kept, 0, len(p.Requests))
 	dl := scheduler.Never
 	orphans := 0
-	s.mu.Lock() // for s.frontends; the table has its own lock, taken inside
+	freeAt := p.FinishAt
+	s.mu.Lock() // for s.frontends and the GPU; the table has its own lock, taken inside
+	st := &s.gpus[p.GPU]
+	b := st.owner
+	takes := b != nil && !b.gone && !b.leaveOK
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		e, ok := s.table.take(r.ID)
@@ -698,58 +956,90 @@ func (s *Service) Planned(p *scheduler.BatchPlan) {
 			orphans++
 			continue
 		}
+		keep = append(keep, kept{r: *r, e: e})
+		if !takes {
+			continue
+		}
 		dl = scheduler.MinTime(dl, r.Deadline)
-		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input})
+		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input,
+			FinishBy: s.toUnix(r.Deadline.Add(-s.cfg.ResultTrip))})
 		reqs = append(reqs, planned{frontend: e.frontend, id: e.id})
 	}
-	var st *gpuState
-	var b *backendConn
 	if len(plan.Tasks) > 0 {
 		plan.Deadline = s.toUnix(dl)
-		st = &s.gpus[p.GPU]
-		b = st.owner
-		if b != nil {
-			st.outstanding[plan.ID] = reqs
-			st.lastPlan = plan.ID
-			s.inFlight++
-		}
+		st.outstanding[plan.ID] = sentPlan{model: p.Model, reqs: reqs}
+		s.inFlight++
+		freeAt = s.watch.Sent(p.GPU, p.ID, p.ExecAt, p.FinishAt.Sub(p.ExecAt))
 	}
 	s.mu.Unlock()
 	if orphans > 0 {
 		s.count(func(st *Stats) { st.Orphaned += uint64(orphans) })
 	}
+	if !takes {
+		s.requeue(p.Model, keep)
+		return freeAt
+	}
 	if len(plan.Tasks) == 0 {
-		return
+		return freeAt
 	}
-	if b != nil && b.conn.Send(plan) == nil {
+	if b.conn.Send(plan) == nil {
 		s.count(func(st *Stats) { st.Planned += uint64(len(reqs)); st.Plans++ })
+		return freeAt
+	}
+	// The backend's connection is closing: the plan never reached it. Its
+	// requests go back to the queue, unless backendGone already failed
+	// them with the plan recorded.
+	s.mu.Lock()
+	_, ok := st.outstanding[plan.ID]
+	if ok && !b.gone {
+		delete(st.outstanding, plan.ID)
+		s.planEnded()
+	}
+	s.mu.Unlock()
+	if ok && !b.gone {
+		s.requeue(p.Model, keep)
+	}
+	return freeAt
+}
+
+// kept is a planned request with its entry, in case it must be queued
+// again.
+type kept struct {
+	r scheduler.Request
+	e entry
+}
+
+// requeue puts requests whose plan could not be sent back in their
+// model's queue, with their arrival and deadline: a GPU of another backend
+// may still serve them in time. If the scheduler has stopped, they end as
+// shutdown drops.
+func (s *Service) requeue(model scheduler.ModelID, ks []kept) {
+	if len(ks) == 0 {
 		return
 	}
-	// The backend is gone (or going): the plan's requests fail now, unless
-	// backendGone already failed them with the plan recorded.
-	s.mu.Lock()
-	if b != nil && !b.gone {
-		if _, ok := st.outstanding[plan.ID]; ok {
-			delete(st.outstanding, plan.ID)
-			s.planEnded()
+	reqs := make([]scheduler.Request, len(ks))
+	for i := range ks {
+		reqs[i] = ks[i].r
+		reqs[i].ID = s.table.put(ks[i].e)
+	}
+	if err := s.sched.Submit(model, reqs); err != nil {
+		ends := map[scheduler.FrontendID][]wire.End{}
+		for _, r := range reqs {
+			if e, ok := s.table.take(r.ID); ok {
+				ends[e.frontend] = append(ends[e.frontend], wire.End{ID: e.id, Code: wire.EndDropShutdown})
+			}
 		}
-	} else if b != nil {
+		s.count(func(st *Stats) { st.Dropped += uint64(len(reqs)) })
+		s.mu.Lock()
+		for fid, es := range ends {
+			if f := s.frontends[fid]; f != nil {
+				s.tell(f, es...)
+			}
+		}
 		s.mu.Unlock()
 		return
 	}
-	s.mu.Unlock()
-	s.failPlanned(reqs, wire.EndBackendLost, "GPU has no backend")
-}
-
-func (s *Service) failPlanned(reqs []planned, code wire.EndCode, detail string) {
-	s.count(func(st *Stats) { st.Failed += uint64(len(reqs)) })
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range reqs {
-		if f := s.frontends[r.frontend]; f != nil {
-			s.tell(f, wire.End{ID: r.id, Code: code, Detail: detail})
-		}
-	}
+	s.count(func(st *Stats) { st.Resubmitted += uint64(len(reqs)) })
 }
 
 // Dropped implements rt.Sink: it tells the request's frontend.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -255,7 +256,7 @@ func TestHostile(t *testing.T) {
 			t.Fatalf("answer %q is no Reject frame: %v", b, err)
 		}
 		m, err := wire.Decode(k, b[wire.HeaderSize:])
-		if want := "protocol version 99, want 1"; err != nil || m.(*wire.Reject).Reason != want {
+		if want := fmt.Sprintf("protocol version 99, want %d", wire.Version); err != nil || m.(*wire.Reject).Reason != want {
 			t.Fatalf("answer %+v, %v; want a Reject %q", m, err, want)
 		}
 		s.expectLog(c, "rejecting dialer")

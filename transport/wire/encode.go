@@ -203,10 +203,11 @@ func (m *Plan) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(len(m.Tasks))
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
-		_ = e.EncodeArrayLen(3)
+		_ = e.EncodeArrayLen(4)
 		_ = e.EncodeUint64(t.ID)
 		_ = e.EncodeUint32(t.Frontend)
 		t.Input.encode(e)
+		_ = e.EncodeInt64(t.FinishBy)
 	}
 	return nil
 }
@@ -227,33 +228,51 @@ func (m *Plan) decode(d *decoder) {
 	for i := 0; i < k && d.err == nil; i++ {
 		m.Tasks = append(m.Tasks, PlanTask{})
 		t := &m.Tasks[i]
-		tn := d.fields("tasks[]", 3)
+		tn := d.fields("tasks[]", 4)
 		t.ID = d.u64("tasks[].id")
 		t.Frontend = d.u32("tasks[].frontend")
 		t.Input.decode(d)
-		d.rest("tasks[]", tn, 3)
+		t.FinishBy = d.i64("tasks[].finish_by")
+		d.rest("tasks[]", tn, 4)
 	}
 	d.rest("plan", n, 6)
 }
 
 func (m *GPUFree) encode(e *msgpack.Encoder) error {
-	_ = e.EncodeArrayLen(5)
+	_ = e.EncodeArrayLen(6)
 	_ = e.EncodeUint32(m.GPU)
 	_ = e.EncodeUint64(m.Plan)
 	_ = e.EncodeInt64(m.StartedAt)
 	_ = e.EncodeInt64(m.FinishedAt)
-	return e.EncodeUint32(m.Failed)
+	_ = e.EncodeUint32(m.Failed)
+	return e.EncodeUint32(m.Ran)
 }
 
 func (m *GPUFree) decode(d *decoder) {
-	n := d.fields("gpu_free", 5)
+	n := d.fields("gpu_free", 6)
 	m.GPU = d.u32("gpu")
 	m.Plan = d.u64("plan")
 	m.StartedAt = d.i64("started_at")
 	m.FinishedAt = d.i64("finished_at")
 	m.Failed = d.u32("failed")
-	d.rest("gpu_free", n, 5)
+	m.Ran = d.u32("ran")
+	d.rest("gpu_free", n, 6)
 }
+
+// The empty messages are empty arrays, so that a later version can add
+// fields.
+
+func (m *Heartbeat) encode(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
+
+func (m *Heartbeat) decode(d *decoder) { d.rest("heartbeat", d.fields("heartbeat", 0), 0) }
+
+func (m *Leaving) encode(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
+
+func (m *Leaving) decode(d *decoder) { d.rest("leaving", d.fields("leaving", 0), 0) }
+
+func (m *LeaveOK) encode(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
+
+func (m *LeaveOK) decode(d *decoder) { d.rest("leave_ok", d.fields("leave_ok", 0), 0) }
 
 func (m *FrontendUp) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(2)

@@ -16,8 +16,8 @@
 //
 //	frontend -> scheduler: Submit
 //	scheduler -> frontend: Ended (drops and failures)
-//	backend -> scheduler: BackendReady, GPUFree
-//	scheduler -> backend: Plan, FrontendUp, FrontendDown
+//	backend -> scheduler: BackendReady, GPUFree, Heartbeat, Leaving
+//	scheduler -> backend: Plan, FrontendUp, FrontendDown, LeaveOK
 //	backend -> frontend (data connection): Read; frontend answers ReadReply
 //	backend -> frontend (data connection): Results
 //	backend -> frontend (data connection): RDMAConnect; frontend answers
@@ -34,8 +34,10 @@ import (
 )
 
 // Version is the protocol version in Hello. A listener rejects a dialer of
-// another version with a Reject that says both.
-const Version = 1
+// another version with a Reject that says both. Version 2 added each plan
+// task's FinishBy, GPUFree's Ran, and the Heartbeat, Leaving and LeaveOK
+// messages.
+const Version = 2
 
 // Limits that bound what one message may hold.
 const (
@@ -68,12 +70,15 @@ const (
 	KindRDMAAccept
 	KindRDMARefuse
 	KindRDMARegions
+	KindHeartbeat
+	KindLeaving
+	KindLeaveOK
 	kindEnd
 )
 
 var kindNames = [...]string{"", "Hello", "Welcome", "Reject", "Submit", "Ended", "BackendReady",
 	"Plan", "GPUFree", "FrontendUp", "FrontendDown", "Read", "ReadReply", "Results",
-	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions"}
+	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions", "Heartbeat", "Leaving", "LeaveOK"}
 
 // Known reports whether k is a message kind of this version.
 func (k Kind) Known() bool { return k >= KindHello && k < kindEnd }
@@ -130,6 +135,12 @@ func (k Kind) new() Message {
 		return &RDMARefuse{}
 	case KindRDMARegions:
 		return &RDMARegions{}
+	case KindHeartbeat:
+		return &Heartbeat{}
+	case KindLeaving:
+		return &Leaving{}
+	case KindLeaveOK:
+		return &LeaveOK{}
 	}
 	return nil
 }
@@ -244,11 +255,12 @@ const (
 	EndInputUnavailable                    // its input could not be pulled
 	EndExecutorFailed                      // the executor failed the batch
 	EndBadRequest                          // the descriptor was invalid
+	EndBackendStalled                      // its GPU stopped answering and left rotation
 	endCodeEnd
 )
 
 var endNames = [...]string{"", "deadline", "overload", "shutdown", "unknown model", "backend lost",
-	"input unavailable", "executor failed", "bad request"}
+	"input unavailable", "executor failed", "bad request", "backend stalled"}
 
 func (c EndCode) String() string {
 	if c >= 1 && c < endCodeEnd {
@@ -279,6 +291,13 @@ type PlanTask struct {
 	ID       uint64
 	Frontend uint32
 	Input    InputRef
+	// FinishBy is when the batch must have finished for this request's
+	// result to reach its frontend by its deadline (Unix ns): the
+	// deadline less the scheduler's budget for the result's trip. A
+	// backend whose GPU runs late checks it before it starts a batch, and
+	// drops the requests it can no longer serve in time instead of
+	// answering them late.
+	FinishBy int64
 }
 
 // Plan tells a backend to run a batch on one of its GPUs.
@@ -290,18 +309,40 @@ type Plan struct {
 	ExecAt int64
 	// Deadline is the batch's earliest request deadline (Unix ns).
 	Deadline int64
-	Tasks    []PlanTask
+	// Tasks are in the order of their deadlines, earliest first.
+	Tasks []PlanTask
 }
 
-// GPUFree reports that a GPU finished a plan, so the scheduler can correct
-// its free_at.
+// GPUFree reports what a GPU did with a plan, so the scheduler can follow
+// the GPU's real timeline (scheduler/gpuwatch).
 type GPUFree struct {
-	GPU        uint32
-	Plan       uint64
+	GPU  uint32
+	Plan uint64
+	// StartedAt and FinishedAt are when the batch ran (Unix ns). For a
+	// plan the GPU did not run, both are when it gave the plan up (the
+	// GPU was free from then), or 0 if the plan never reached the GPU.
 	StartedAt  int64
 	FinishedAt int64
-	Failed     uint32 // requests of the plan that ended with an error
+	Failed     uint32 // requests of the plan that ended with an error or a drop
+	// Ran is the number of requests the batch ran with (0: it did not
+	// run), so that the scheduler can tell a GPU that ran late from one
+	// that ran a smaller batch.
+	Ran uint32
 }
+
+// Heartbeat tells the scheduler that a backend is alive, so that it can
+// tell a backend that stopped (a hung or paused process) from one that is
+// only idle.
+type Heartbeat struct{}
+
+// Leaving tells the scheduler that a backend is draining: it will take no
+// new plans once the scheduler says LeaveOK, and it finishes the plans it
+// holds first.
+type Leaving struct{}
+
+// LeaveOK answers Leaving once the backend holds no unfinished plan and
+// the scheduler will send it no more: the backend may close.
+type LeaveOK struct{}
 
 // FrontendUp announces a frontend's data address to backends.
 type FrontendUp struct {
@@ -358,6 +399,9 @@ func (*RDMAConnect) Kind() Kind  { return KindRDMAConnect }
 func (*RDMAAccept) Kind() Kind   { return KindRDMAAccept }
 func (*RDMARefuse) Kind() Kind   { return KindRDMARefuse }
 func (*RDMARegions) Kind() Kind  { return KindRDMARegions }
+func (*Heartbeat) Kind() Kind    { return KindHeartbeat }
+func (*Leaving) Kind() Kind      { return KindLeaving }
+func (*LeaveOK) Kind() Kind      { return KindLeaveOK }
 
 // Validate checks Hello's fields.
 func (m *Hello) Validate() error {
@@ -425,11 +469,23 @@ func (m *Plan) Validate() error {
 
 // Validate checks GPUFree's times.
 func (m *GPUFree) Validate() error {
-	if m.FinishedAt < m.StartedAt {
+	switch {
+	case m.FinishedAt < m.StartedAt:
 		return errors.New("finished_at: before started_at")
+	case m.Ran > MaxBatch:
+		return fmt.Errorf("ran: %d over %d", m.Ran, MaxBatch)
 	}
 	return nil
 }
+
+// Validate accepts any Heartbeat.
+func (m *Heartbeat) Validate() error { return nil }
+
+// Validate accepts any Leaving.
+func (m *Leaving) Validate() error { return nil }
+
+// Validate accepts any LeaveOK.
+func (m *LeaveOK) Validate() error { return nil }
 
 // Validate checks FrontendUp.
 func (m *FrontendUp) Validate() error {

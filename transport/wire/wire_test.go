@@ -29,8 +29,8 @@ func samples() []wire.Message {
 		&wire.Ended{Ends: []wire.End{{ID: 9, Code: wire.EndDropDeadline, Detail: "late"}, {ID: 10, Code: wire.EndBadRequest}}},
 		&wire.BackendReady{GPUs: 4},
 		&wire.Plan{ID: 5, GPU: 6, Model: 7, ExecAt: 1e18, Deadline: 2e18,
-			Tasks: []wire.PlanTask{{ID: 1, Frontend: 2, Input: in}}},
-		&wire.GPUFree{GPU: 1, Plan: 2, StartedAt: 3, FinishedAt: 4, Failed: 1},
+			Tasks: []wire.PlanTask{{ID: 1, Frontend: 2, Input: in, FinishBy: 3e18}}},
+		&wire.GPUFree{GPU: 1, Plan: 2, StartedAt: 3, FinishedAt: 4, Failed: 1, Ran: 5},
 		&wire.FrontendUp{ID: 1, DataAddr: "fe:1"},
 		&wire.FrontendDown{ID: 1},
 		&wire.Read{Seq: 3, Ops: []wire.InputRef{in, {}}},
@@ -42,6 +42,9 @@ func samples() []wire.Message {
 			Regions: []wire.RDMARegion{{ID: 0, Addr: 0x7f00_0000_0000, Length: 8 << 20, RKey: 0xabc}, {ID: 3, Addr: 1, Length: 1, RKey: 1}}},
 		&wire.RDMARefuse{ForQPN: 0x1234, Reason: "frontend built without RDMA support"},
 		&wire.RDMARegions{Regions: []wire.RDMARegion{{ID: 4, Addr: 0x7f00_1000_0000, Length: 8 << 20, RKey: 0xdef}}},
+		&wire.Heartbeat{},
+		&wire.Leaving{},
+		&wire.LeaveOK{},
 	}
 }
 
