@@ -173,54 +173,108 @@ func WriteComparisonPlot(dir, name string, rows []Report) ([]string, error) {
 // infinite coordinate are skipped; with no points at all it writes nothing
 // and returns no error.
 func WriteCurvePlot(dir, name, xLabel, yLabel string, series map[string][][2]float64) ([]string, error) {
-	if err := checkPlotName(name); err != nil {
-		return nil, fmt.Errorf("report: WriteCurvePlot: %w", err)
-	}
 	keys := make([]string, 0, len(series))
 	for k := range series {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	lines := make([]Series, len(keys))
+	for i, k := range keys {
+		lines[i] = Series{Label: k, Points: series[k], Color: i}
+	}
+	paths, err := writeLinePlot(dir, name, name, xLabel, yLabel, lines, false)
+	if err != nil {
+		return paths, fmt.Errorf("report: WriteCurvePlot: %w", err)
+	}
+	return paths, nil
+}
 
+// Series is one line of a WriteLinePlot chart.
+type Series struct {
+	Label  string
+	Points [][2]float64
+	// Color picks the line's color and marker (SeriesColor(Color)), so
+	// that the same quantity keeps its color across a report's charts.
+	Color int
+	// Dashed draws a dashed line without markers: a target or reference
+	// line (a flat top's ideal), not a measurement.
+	Dashed bool
+}
+
+// WriteLinePlot writes a line chart titled title with the series in the
+// order given, as dir/name.svg and dir/name.png, and returns the paths.
+// Unlike WriteCurvePlot, the caller chooses each line's color and style,
+// so that a measured curve and its reference line can be told apart, and
+// the axes start at 0 (a flat top reads as flat only against a zero
+// baseline), with room above the lines for the legend. Points with a NaN or
+// infinite coordinate are skipped; with no points at all it writes nothing
+// and returns no error.
+func WriteLinePlot(dir, name, title, xLabel, yLabel string, series []Series) ([]string, error) {
+	paths, err := writeLinePlot(dir, name, title, xLabel, yLabel, series, true)
+	if err != nil {
+		return paths, fmt.Errorf("report: WriteLinePlot: %w", err)
+	}
+	return paths, nil
+}
+
+// writeLinePlot draws the series; fromZero starts both axes at 0 and
+// leaves room for the legend above the lines.
+func writeLinePlot(dir, name, title, xLabel, yLabel string, series []Series, fromZero bool) ([]string, error) {
+	if err := checkPlotName(name); err != nil {
+		return nil, err
+	}
 	p := plot.New()
-	p.Title.Text = name
+	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 	n := 0
-	for i, k := range keys {
+	for _, s := range series {
 		var xys plotter.XYs
-		for _, pt := range series[k] {
+		for _, pt := range s.Points {
 			xys = appendFinite(xys, pt[0], pt[1])
 		}
 		if len(xys) == 0 {
 			continue
 		}
+		if s.Dashed {
+			line, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, fmt.Errorf("series %q: %w", s.Label, err)
+			}
+			line.Color = colorOf(s.Color)
+			line.Width = vg.Points(1)
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(line)
+			p.Legend.Add(s.Label, line)
+			n++
+			continue
+		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, fmt.Errorf("report: WriteCurvePlot: series %q: %w", k, err)
+			return nil, fmt.Errorf("series %q: %w", s.Label, err)
 		}
-		line.Color = colorOf(i)
+		line.Color = colorOf(s.Color)
 		line.Width = vg.Points(1.5)
-		points.Color = colorOf(i)
-		points.Shape = glyphs[i%len(glyphs)]
+		points.Color = colorOf(s.Color)
+		points.Shape = glyphs[s.Color%len(glyphs)]
 		p.Add(line, points)
-		p.Legend.Add(k, line, points)
+		p.Legend.Add(s.Label, line, points)
 		n++
 	}
 	if n == 0 {
 		return nil, nil
 	}
+	if fromZero {
+		p.X.Min, p.Y.Min = math.Min(p.X.Min, 0), math.Min(p.Y.Min, 0)
+		addHeadroom(p, 0.25)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("report: WriteCurvePlot: %w", err)
+		return nil, err
 	}
-	paths, err := savePlot(p, dir, name)
-	if err != nil {
-		return paths, fmt.Errorf("report: WriteCurvePlot: %w", err)
-	}
-	return paths, nil
+	return savePlot(p, dir, name)
 }
 
 // checkPlotName rejects names that are not a plain file name, so a chart

@@ -37,8 +37,12 @@ type loadFlags struct {
 	plotDir     *string
 	findGoodput *bool
 	inputBytes  *int
+	sweep       *string
 	quiet       *bool
 	verbose     *bool
+
+	// multipliers is --sweep, parsed by workload.
+	multipliers []float64
 }
 
 // defaultInputBytes is the input size the load generator sends for a
@@ -53,12 +57,13 @@ func addLoadFlags(fs *flag.FlagSet, fileHelp string) *loadFlags {
 		file:        fs.String("f", "", fileHelp),
 		duration:    fs.Duration("duration", 0, "override the workload's measured window"),
 		warmup:      fs.Duration("warmup", -1, "override the workload's warmup"),
-		asJSON:      fs.Bool("json", false, "print the report as JSON on stdout"),
-		csvPath:     fs.String("csv", "", "write the per-model report as CSV to `FILE`"),
-		plotDir:     fs.String("plot", "", "write SVG and PNG charts into `DIR`"),
+		asJSON:      fs.Bool("json", false, "print the report (with --sweep: the live and simulated curves) as JSON on stdout"),
+		csvPath:     fs.String("csv", "", "write the per-model report (with --sweep: the sweep's table) as CSV to `FILE`"),
+		plotDir:     fs.String("plot", "", "write SVG and PNG charts into `DIR` (with --sweep: goodput, bad rate and GPU idle against offered load)"),
 		findGoodput: fs.Bool("find-goodput", false, "search for the largest load multiplier at which every model's bad rate is at most 1% (each step runs in real time)"),
 		inputBytes:  fs.Int("input-bytes", -1, "size of each request's input, for every model (default: each model's input_size, or 1024)"),
-		quiet:       fs.Bool("quiet", false, "no progress line"),
+		sweep:       fs.String("sweep", "", "comma-separated load multipliers to run in turn (of the found goodput with --find-goodput), beside the simulator's curve for the same file: a throughput curve"),
+		quiet:       fs.Bool("quiet", false, "no progress lines"),
 		verbose:     fs.Bool("v", false, "log the cluster's events"),
 	}
 }
@@ -72,6 +77,10 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	}
 	if *lf.duration < 0 {
 		return nil, usageErr("--duration must not be negative")
+	}
+	var err error
+	if lf.multipliers, err = parseMultipliers("--sweep", *lf.sweep); err != nil {
+		return nil, err
 	}
 	w, err := loadWorkload(*lf.file)
 	if err != nil {
@@ -97,8 +106,9 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	return w, nil
 }
 
-// drive runs the load (or the goodput search) and writes the report.
-func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Workload, label string, stdout, stderr io.Writer) error {
+// options are the load generator's options the flags ask for: each model's
+// input size, the report's label, progress on stderr unless --quiet.
+func (lf *loadFlags) options(w *workload.Workload, label string, stderr io.Writer) loadgen.Options {
 	sizes := make(map[string]int, len(w.Models))
 	for _, m := range w.Models {
 		switch {
@@ -114,6 +124,12 @@ func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Wo
 	if !*lf.quiet {
 		o.Progress = stderr
 	}
+	return o
+}
+
+// drive runs the load (or the goodput search) and writes the report.
+func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Workload, label string, stdout, stderr io.Writer) error {
+	o := lf.options(w, label, stderr)
 	var r *report.Report
 	var err error
 	if *lf.findGoodput {
@@ -121,11 +137,16 @@ func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Wo
 	} else {
 		r, err = loadgen.Run(ctx, t, w, o)
 	}
+	return lf.writeRun(r, err, stdout)
+}
+
+// writeRun writes the report of a run or a goodput search, even one
+// stopped by a signal (err), which still reports what it measured, and
+// returns err.
+func (lf *loadFlags) writeRun(r *report.Report, err error, stdout io.Writer) error {
 	if r == nil {
 		return err
 	}
-	// A run stopped by a signal still reports what it measured, then
-	// says it was stopped.
 	if werr := writeSimOutputs(stdout, []report.Report{*r}, nil, *lf.asJSON, *lf.csvPath, *lf.plotDir); werr != nil {
 		return errors.Join(err, werr)
 	}
@@ -139,6 +160,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	lf := addLoadFlags(fs, "workload file (default: the bundled demo workload: six 1080Ti-zoo models on 8 emulated GPUs)")
 	httpAddr := fs.String("http-addr", "", "also serve the KServe v2 HTTP gateway on `ADDR` (e.g. 127.0.0.1:8000)")
+	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork (the simulator's curve of --sweep runs it too)")
 	dp := addDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -147,27 +169,46 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := lf.processLog(stderr)
-	cc, err := cluster.FromWorkload(w, newNetwork(log), "127.0.0.1:0")
-	if err != nil {
-		return err
+	if *policy != "" {
+		if w.Policy, err = parsePolicyFlag(*policy, true); err != nil {
+			return err
+		}
 	}
-	cc.Log = log
-	cc.DataPath, cc.RDMADevice = dp.mode, *dp.device
+	if *httpAddr != "" && lf.multipliers != nil {
+		return usageErr("--http-addr and --sweep exclude each other: a sweep starts a fresh cluster for each point")
+	}
+	log := lf.processLog(stderr)
 	ctx, stop := signalContext()
 	defer stop()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c, err := cluster.Start(sctx, cc)
-	cancel()
+	announce := !*lf.quiet
+	start := func(ctx context.Context) (*cluster.Cluster, func(), error) {
+		c, cc, release, err := startDemoCluster(ctx, w, dp, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		if announce {
+			fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request + %v/MiB, result %v\n",
+				c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, c.Frontends[0].DataAddr(), c.Frontends[0].DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.DataPerMiB, cc.Delays.Result)
+			announce = false // once: every point of a sweep starts the same cluster
+		}
+		return c, release, nil
+	}
+	label := w.Policy.String() + " (live)"
+	if lf.multipliers != nil {
+		return lf.runSweep(ctx, func(ctx context.Context) (loadgen.Target, func(), error) {
+			c, release, err := start(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c.Frontends[0], release, nil
+		}, w, label, nil, stdout, stderr)
+	}
+	c, release, err := start(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer release()
 	client := c.Frontends[0]
-	if !*lf.quiet {
-		fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request + %v/MiB, result %v\n",
-			c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, client.DataAddr(), client.DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.DataPerMiB, cc.Delays.Result)
-	}
 	if *httpAddr != "" {
 		srv, addr, err := serveGateway(client, *httpAddr, true, log)
 		if err != nil {
@@ -178,7 +219,35 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "demo: KServe v2 gateway on http://%s\n", addr)
 		}
 	}
-	return lf.drive(ctx, client, w, w.Policy.String()+" (live)", stdout, stderr)
+	return lf.drive(ctx, client, w, label, stdout, stderr)
+}
+
+// startDemoCluster starts the cluster of `symphony demo` for w on loopback
+// TCP, within 30 seconds, and returns it, its configuration and the
+// function that stops it.
+func startDemoCluster(ctx context.Context, w *workload.Workload, dp *dataPathFlags, log zerolog.Logger) (*cluster.Cluster, cluster.Config, func(), error) {
+	network := newNetwork(log)
+	cc, err := cluster.FromWorkload(w, network, "127.0.0.1:0")
+	if err != nil {
+		network.Close()
+		return nil, cc, nil, err
+	}
+	cc.Log = log
+	cc.DataPath, cc.RDMADevice = dp.mode, *dp.device
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := cluster.Start(sctx, cc)
+	cancel()
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		network.Close()
+		if ctx.Err() != nil {
+			return nil, cc, nil, fmt.Errorf("cluster start: %w", ctx.Err())
+		}
+		return nil, cc, nil, err
+	}
+	return c, cc, func() { c.Close(); network.Close() }, nil
 }
 
 // runBenchLoad is `symphony bench -f W --scheduler ADDR`: the load of a
@@ -212,7 +281,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return lf.drive(ctx, t, w, w.Policy.String()+" (gateway)", stdout, stderr)
+		return lf.benchRunning(ctx, t, w, "gateway", stdout, stderr)
 	}
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", newNetwork(log), log
@@ -239,5 +308,20 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("model %q: %s gives an SLO of %v, but the scheduler at %s serves it with %v; bench the workload the scheduler was started with (symphony scheduler -f)", m.Name, w.Source, m.SLO, *sched, info.SLO)
 		}
 	}
-	return lf.drive(ctx, client, w, w.Policy.String()+" (live)", stdout, stderr)
+	return lf.benchRunning(ctx, client, w, "live", stdout, stderr)
+}
+
+// benchRunning drives a running cluster through t (via: "live" for an
+// embedded frontend, "gateway"): one run, or with --sweep a sweep in which
+// every point uses t, each starting once the previous point's requests
+// have all ended.
+func (lf *loadFlags) benchRunning(ctx context.Context, t loadgen.Target, w *workload.Workload, via string, stdout, stderr io.Writer) error {
+	if lf.multipliers == nil {
+		return lf.drive(ctx, t, w, w.Policy.String()+" ("+via+")", stdout, stderr)
+	}
+	// A frontend is not told the scheduler's policy: the live curve is
+	// the cluster's, whatever the file says.
+	note := fmt.Sprintf("the live curve ran the running cluster's own policy (bench is not told which); the simulator's ran the file's, %s", w.Policy)
+	same := func(context.Context) (loadgen.Target, func(), error) { return t, func() {}, nil }
+	return lf.runSweep(ctx, same, w, "the cluster's policy ("+via+")", []string{note}, stdout, stderr)
 }

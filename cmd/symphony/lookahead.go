@@ -4,8 +4,6 @@ import (
 	"flag"
 	"io"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/lookahead"
@@ -40,14 +38,9 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 		return usageErr("--horizon, --max-prune and --max-shrink must be positive")
 	}
 	cfg := lookahead.StudyConfig{Options: lookahead.Options{Horizon: *horizon, MaxPrune: *maxPrune, MaxShrink: *maxShrink}}
-	if *mults != "" {
-		for _, f := range strings.Split(*mults, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 1) {
-				return usageErr("--multipliers: %q is not a positive finite number", f)
-			}
-			cfg.Multipliers = append(cfg.Multipliers, v)
-		}
+	var err error
+	if cfg.Multipliers, err = parseMultipliers("--multipliers", *mults); err != nil {
+		return err
 	}
 	w, err := workload.ParseFile(*file)
 	if err != nil {

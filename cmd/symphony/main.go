@@ -29,9 +29,13 @@ Usage:
   symphony bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
       Measure the real-time scheduler alone, in-process (paper Figure 11, left).
   symphony demo [-f WORKLOAD] [--duration D] [--http-addr ADDR] [--json] [--find-goodput]
+               [--policy P] [--sweep LIST] [--csv FILE] [--plot DIR]
       A whole cluster in one process on loopback TCP (scheduler, backends with
-      emulated GPUs, a frontend), driven by the load generator.
+      emulated GPUs, a frontend), driven by the load generator. --sweep runs
+      the load at each multiplier, a fresh cluster per point, beside the
+      simulator's curve for the same file.
   symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
+               [--sweep LIST] [--csv FILE] [--plot DIR]
       The same load and report against a running cluster.
   symphony scheduler [-f WORKLOAD] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
   symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]

@@ -76,26 +76,20 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	case *compare:
 		policies = scheduler.Policies()
 	case *policy != "":
-		p, err := scheduler.ParsePolicy(*policy)
+		p, err := parsePolicyFlag(*policy, false)
 		if err != nil {
-			return usageErr("%v", err)
+			return err
 		}
 		policies = []scheduler.Policy{p}
 	}
-	var multipliers []float64
-	if *sweep != "" {
-		for _, f := range strings.Split(*sweep, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 1) {
-				return usageErr("--sweep: %q is not a positive finite number", f)
-			}
-			multipliers = append(multipliers, v)
-		}
+	multipliers, err := parseMultipliers("--sweep", *sweep)
+	if err != nil {
+		return err
 	}
 
 	began := time.Now()
 	var reports []report.Report
-	var curves []curve
+	var curves []report.Curve
 	for _, p := range policies {
 		wp := *w
 		wp.Policy = p
@@ -105,7 +99,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 		reports = append(reports, *rep)
 		if len(multipliers) > 0 {
-			c, err := runSweep(&wp, rep, multipliers, log)
+			scale, peak := searched(rep)
+			c, err := simSweep(&wp, scale, peak, multipliers, false, log)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
@@ -118,6 +113,36 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// parsePolicyFlag parses a --policy flag; live refuses the nexus policy,
+// which exists only in the simulator. Either mistake is a usage error.
+func parsePolicyFlag(s string, live bool) (scheduler.Policy, error) {
+	p, err := scheduler.ParsePolicy(s)
+	switch {
+	case err != nil:
+		return p, usageErr("%v", err)
+	case live && p == scheduler.PolicyNexus:
+		return p, usageErr("--policy %s: the nexus policy exists only in the simulator (symphony sim)", s)
+	}
+	return p, nil
+}
+
+// parseMultipliers parses a comma-separated list of load multipliers, the
+// value of flag (--sweep), each a positive finite number; "" is none.
+func parseMultipliers(flag, list string) ([]float64, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 1) {
+			return nil, usageErr("%s: %q is not a positive finite number", flag, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // simulate runs one workload, or searches its goodput.
@@ -148,60 +173,33 @@ func round(v float64, digits int) float64 {
 	return float64(int64(v*p+0.5)) / p
 }
 
-// curve is a throughput curve: one policy's runs at several loads.
-type curve struct {
-	Policy string `json:"policy"`
-	// PeakGoodputRPS is the goodput the multipliers are relative to, when
-	// the run searched for it; 0 otherwise.
-	PeakGoodputRPS float64      `json:"peak_goodput_rps,omitempty"`
-	Points         []curvePoint `json:"points"`
-}
-
-type curvePoint struct {
-	Multiplier      float64 `json:"multiplier"`
-	OfferedRPS      float64 `json:"offered_rps"`
-	GoodputRPS      float64 `json:"goodput_rps"`
-	BadRate         float64 `json:"bad_rate"`
-	GPUIdleFraction float64 `json:"gpu_idle_fraction"`
-	MeanBatchSize   float64 `json:"mean_batch_size"`
-	// IdealBadRate is (o−p)/o above the peak p, and IdealIdleFraction
-	// (p−o)/p below it: the flat-top targets of §4.4.
-	IdealBadRate      float64 `json:"ideal_bad_rate"`
-	IdealIdleFraction float64 `json:"ideal_idle_fraction"`
-}
-
-// runSweep runs the workload at each multiplier: of the found goodput's
-// multiplier when base holds a goodput search, else of the file's rates.
-func runSweep(w *workload.Workload, base *report.Report, multipliers []float64, log zerolog.Logger) (curve, error) {
-	c := curve{Policy: w.Policy.String()}
-	scale := 1.0
-	if gs := base.GoodputSearch; gs != nil {
-		scale = gs.Multiplier
-		c.PeakGoodputRPS = gs.GoodputRPS
-	}
-	for _, m := range multipliers {
-		rep, err := sim.Run(w.Scaled(scale*m), sim.Options{})
-		if err != nil {
-			return c, fmt.Errorf("sweep at %g: %w", m, err)
-		}
-		pt := curvePoint{Multiplier: m, OfferedRPS: rep.OfferedRPS, GoodputRPS: rep.GoodputRPS, BadRate: rep.BadRate,
-			GPUIdleFraction: rep.GPUIdleFraction, MeanBatchSize: rep.MeanBatchSize}
-		if p, o := c.PeakGoodputRPS, rep.OfferedRPS; p > 0 && o > 0 {
-			if o > p {
-				pt.IdealBadRate = (o - p) / o
-			} else {
-				pt.IdealIdleFraction = (p - o) / p
-			}
-		}
-		log.Info().Str("policy", c.Policy).Float64("multiplier", m).Float64("offered_rps", round(pt.OfferedRPS, 0)).
+// simSweep runs the workload in the simulator at each multiplier of scale
+// (the found goodput's multiplier, or 1), with flat-top targets for peak
+// goodput peak (none when 0): the sweep of `sim --sweep`, and the
+// simulator's curve beside the live one of `demo --sweep` and `bench
+// --sweep`, which ask for the outcome counts too.
+func simSweep(w *workload.Workload, scale, peak float64, multipliers []float64, outcomes bool, log zerolog.Logger) (report.Curve, error) {
+	c := report.Curve{Policy: w.Policy.String(), PeakGoodputRPS: peak}
+	err := c.Sweep(multipliers, report.SweepOptions{Outcomes: outcomes, Point: func(pt report.CurvePoint) {
+		log.Info().Str("policy", c.Policy).Float64("multiplier", pt.Multiplier).Float64("offered_rps", round(pt.OfferedRPS, 0)).
 			Float64("goodput_rps", round(pt.GoodputRPS, 0)).Float64("bad_rate", round(pt.BadRate, 4)).
 			Float64("gpu_idle", round(pt.GPUIdleFraction, 4)).Msg("sweep")
-		c.Points = append(c.Points, pt)
-	}
-	return c, nil
+	}}, func(m float64) (*report.Report, error) {
+		return sim.Run(w.Scaled(scale*m), sim.Options{})
+	})
+	return c, err
 }
 
-func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []curve, asJSON bool, csvPath, plotDir string) error {
+// searched is the multiplier and goodput of base's goodput search, or 1
+// and 0 (no peak known) when it did not search.
+func searched(base *report.Report) (scale, peak float64) {
+	if gs := base.GoodputSearch; gs != nil {
+		return gs.Multiplier, gs.GoodputRPS
+	}
+	return 1, 0
+}
+
+func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []report.Curve, asJSON bool, csvPath, plotDir string) error {
 	single := len(reports) == 1
 	switch {
 	case asJSON && single && len(curves) == 0:
@@ -224,7 +222,7 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []curve, 
 		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 		if err := enc.Encode(struct {
 			Runs   []json.RawMessage `json:"runs"`
-			Curves []curve           `json:"curves,omitempty"`
+			Curves []report.Curve    `json:"curves,omitempty"`
 		}{runs, curves}); err != nil {
 			return err
 		}
@@ -241,7 +239,9 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []curve, 
 			}
 		}
 		for _, c := range curves {
-			writeCurveTable(stdout, c)
+			if err := report.WriteCurveTable(stdout, c); err != nil {
+				return err
+			}
 		}
 	}
 	if csvPath != "" {
@@ -269,44 +269,15 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []curve, 
 				return err
 			}
 		}
-		if len(curves) > 0 {
-			goodput := map[string][][2]float64{}
-			bad := map[string][][2]float64{}
-			for _, c := range curves {
-				for _, p := range c.Points {
-					goodput[c.Policy] = append(goodput[c.Policy], [2]float64{p.OfferedRPS, p.GoodputRPS})
-					bad[c.Policy+" bad rate"] = append(bad[c.Policy+" bad rate"], [2]float64{p.OfferedRPS, p.BadRate})
-					bad[c.Policy+" GPU idle"] = append(bad[c.Policy+" GPU idle"], [2]float64{p.OfferedRPS, p.GPUIdleFraction})
-				}
-			}
-			if _, err := report.WriteCurvePlot(plotDir, "throughput_curve", "offered (req/s)", "goodput (req/s)", goodput); err != nil {
-				return err
-			}
-			if _, err := report.WriteCurvePlot(plotDir, "signals_curve", "offered (req/s)", "fraction", bad); err != nil {
-				return err
-			}
+		if _, err := report.WriteCurvePlots(plotDir, curves); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func writeCurveTable(w io.Writer, c curve) {
-	fmt.Fprintf(w, "\nthroughput curve, %s", c.Policy)
-	if c.PeakGoodputRPS > 0 {
-		fmt.Fprintf(w, " (peak goodput p = %.0f req/s)", c.PeakGoodputRPS)
-	}
-	fmt.Fprintf(w, "\n%10s %12s %12s %9s %13s %9s %9s %10s\n", "x", "offered", "goodput", "bad", "ideal bad", "idle", "ideal idle", "mean bs")
-	for _, p := range c.Points {
-		fmt.Fprintf(w, "%10.2f %12.0f %12.0f %8.2f%% %12.2f%% %8.2f%% %9.2f%% %10.1f\n", p.Multiplier, p.OfferedRPS, p.GoodputRPS,
-			100*p.BadRate, 100*p.IdealBadRate, 100*p.GPUIdleFraction, 100*p.IdealIdleFraction, p.MeanBatchSize)
-	}
-}
-
-// writeFile writes an output file (--csv and the like) through write,
-// creating its folder first, so that a long run never ends in "no such file
-// or directory" after the work is done.
 // experimentReport is what the experiment commands (partition experiment,
-// plan experiment, sim lookahead) print and save.
+// plan experiment, sim lookahead, the live sweeps) print and save.
 type experimentReport interface {
 	WriteText(io.Writer) error
 	WriteJSON(io.Writer) error
@@ -336,6 +307,9 @@ func writeExperiment(stdout io.Writer, rep experimentReport, asJSON bool, csvPat
 	return rep.WriteText(stdout)
 }
 
+// writeFile writes an output file (--csv and the like) through write,
+// creating its folder first, so that a long run never ends in "no such file
+// or directory" after the work is done.
 func writeFile(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
