@@ -379,6 +379,11 @@ func (r *RankCore) DetachModel(m ModelID) {
 	st.cand = Candidate{Version: st.cand.Version}
 }
 
+// SetLead changes RankConfig.Lead: the real-time shell measures how late
+// its timers fire and leads by that. It applies to the GPU hand-off at
+// once and to model timers armed from now on.
+func (r *RankCore) SetLead(d time.Duration) { r.cfg.Lead = max(d, 0) }
+
 // OnlineGPUs is the number of GPUs that may be granted.
 func (r *RankCore) OnlineGPUs() int { return r.online }
 

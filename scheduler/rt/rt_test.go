@@ -408,3 +408,46 @@ func TestSubmitRejectsRequestWithoutDeadline(t *testing.T) {
 		t.Fatal("Submit accepted a request whose deadline is Never")
 	}
 }
+
+// The measured lead is the median lateness of the last wakeupSamples timer
+// firings (checked against a plain sort of the same samples), taken anew
+// every quarter of that window, capped, and never negative.
+func TestWakeupMeterLeadsByTheMedianLateness(t *testing.T) {
+	var w wakeupMeter
+	var all []time.Duration
+	recomputed := 0
+	for i := range 3 * wakeupSamples {
+		// Firings late by 0..99µs, a 5ms stall every tenth, and an
+		// early wake-up (negative lateness) every seventh.
+		late := time.Duration(i%100) * time.Microsecond
+		switch {
+		case i%10 == 9:
+			late = 5 * time.Millisecond
+		case i%7 == 6:
+			late = -time.Millisecond
+		}
+		all = append(all, max(late, 0))
+		lead, ok := w.observe(late)
+		if !ok {
+			continue
+		}
+		recomputed++
+		window := slices.Clone(all[max(len(all)-wakeupSamples, 0):])
+		slices.Sort(window)
+		if want := window[len(window)/2]; lead != want {
+			t.Errorf("after %d firings: lead %v, want the window's median %v", i+1, lead, want)
+		}
+		if lead > 100*time.Microsecond {
+			t.Errorf("lead %v: the stalls moved the median", lead)
+		}
+	}
+	if recomputed != 12 {
+		t.Errorf("recomputed %d times over %d firings, want 12", recomputed, 3*wakeupSamples)
+	}
+	var stalled wakeupMeter
+	for i := range wakeupSamples {
+		if lead, ok := stalled.observe(time.Second); ok && lead != maxMeasuredLead {
+			t.Fatalf("after %d firings a second late: lead %v, want the cap %v", i+1, lead, maxMeasuredLead)
+		}
+	}
+}

@@ -240,6 +240,9 @@ type Stats struct {
 	// RankBusy is how long the rank loop has spent working, and RankWall
 	// how long it has run: their ratio is its utilization.
 	RankBusy, RankWall time.Duration
+	// WakeupLead is how early the rank loop's timers fire: the measured
+	// lateness of its timers, or the configured slack.
+	WakeupLead time.Duration
 }
 
 // Snapshot returns a copy of the counters.
@@ -251,7 +254,7 @@ func (s *Service) Snapshot() Stats {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	st := s.stats
-	st.PlansInFlight, st.RankBusy, st.RankWall = inFlight, busy, wall
+	st.PlansInFlight, st.RankBusy, st.RankWall, st.WakeupLead = inFlight, busy, wall, s.sched.Lead()
 	return st
 }
 

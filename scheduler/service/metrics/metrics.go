@@ -52,6 +52,10 @@ func NewCollector(src Source) prometheus.Collector {
 	add("backends", "Backends whose GPUs are online.", gauge, func(s *service.Stats) float64 { return float64(s.Backends) })
 	add("online_gpus", "GPUs the scheduler can plan on.", gauge, func(s *service.Stats) float64 { return float64(s.OnlineGPUs) })
 	add("plans_in_flight", "Plans sent to backends and not yet reported finished.", gauge, func(s *service.Stats) float64 { return float64(s.PlansInFlight) })
+	add("gpu_stalls_total", "GPUs taken out of rotation because a plan was overdue or their backend fell silent.", counter, func(s *service.Stats) float64 { return float64(s.Stalls) })
+	add("stalled_gpus", "GPUs out of rotation now, waiting for their backend to answer.", gauge, func(s *service.Stats) float64 { return float64(s.StalledGPUs) })
+	add("resubmitted_requests_total", "Requests whose plan could not reach its backend (it had left or drained) and went back to their model's queue.", counter, func(s *service.Stats) float64 { return float64(s.Resubmitted) })
+	add("wakeup_lead_seconds", "How early the rank loop's timers fire: the measured lateness of its timers.", gauge, func(s *service.Stats) float64 { return s.WakeupLead.Seconds() })
 	return c
 }
 

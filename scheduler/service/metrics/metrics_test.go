@@ -16,7 +16,8 @@ func (f fixed) Snapshot() service.Stats { return service.Stats(f) }
 
 func TestHandlerExportsTheSnapshot(t *testing.T) {
 	src := fixed{Tasks: 7, Planned: 5, Plans: 2, Dropped: 1, Failed: 1, Orphaned: 3, Unsent: 8, Rejects: 4,
-		Frontends: 2, Backends: 3, OnlineGPUs: 12, PlansInFlight: 6, RankBusy: 1500 * time.Millisecond}
+		Frontends: 2, Backends: 3, OnlineGPUs: 12, PlansInFlight: 6, RankBusy: 1500 * time.Millisecond,
+		Stalls: 9, StalledGPUs: 4, Resubmitted: 11, WakeupLead: 250 * time.Microsecond}
 	rec := httptest.NewRecorder()
 	Handler(src).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != 200 {
@@ -40,6 +41,10 @@ func TestHandlerExportsTheSnapshot(t *testing.T) {
 		"symphony_scheduler_backends 3\n",
 		"symphony_scheduler_online_gpus 12\n",
 		"symphony_scheduler_plans_in_flight 6\n",
+		"symphony_scheduler_gpu_stalls_total 9\n",
+		"symphony_scheduler_stalled_gpus 4\n",
+		"symphony_scheduler_resubmitted_requests_total 11\n",
+		"symphony_scheduler_wakeup_lead_seconds 0.00025\n",
 		"go_goroutines ",
 	} {
 		if !strings.Contains(text, want) {
