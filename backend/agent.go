@@ -478,21 +478,15 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(p.Tasks[x].FinishBy, p.Tasks[y].FinishBy) })
-	// Wait for the inputs, but no later than the latest start of the
-	// batch that can still finish in time if it starts as soon as it
-	// may: the whole plan normally, fewer requests when the plan reached
-	// this GPU late (a plan delayed on its way, a GPU behind its plans).
-	if h := lateHeads(p, order, time.Now().Add(max(time.Until(time.Unix(0, p.ExecAt)), 0)), j.model.Latency); h < n {
-		latest := time.Unix(0, p.Tasks[order[h]].FinishBy).Add(-j.model.Latency[n-h-1])
-		wait := time.NewTimer(time.Until(latest))
-		select {
-		case <-j.pulled:
-		case <-wait.C:
-		case <-ctx.Done():
-			wait.Stop()
-			return
-		}
-		wait.Stop()
+	// Wait for the inputs while some of the batch can still finish in
+	// time: first until the latest start of the whole plan (of fewer
+	// requests if the plan reached this GPU late: a plan delayed on its
+	// way, a GPU behind its plans), then, if the inputs are still out,
+	// until the latest start without the earliest-deadline request, and
+	// so on. A read that stalls for a few milliseconds then costs the
+	// batch its most urgent requests, not all of it.
+	if !a.waitInputs(ctx, j, order) {
+		return
 	}
 	j.cancelPulls()
 	j.mu.Lock()
@@ -526,7 +520,13 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 			Detail: fmt.Sprintf("its GPU ran %v behind the plan: the batch could no longer finish in time", behind.Round(time.Microsecond))})
 	}
 	for _, i := range order {
-		if j.inputs[i] == nil {
+		switch {
+		case j.inputs[i] != nil:
+		case started.Add(j.model.Latency[0]).UnixNano() > p.Tasks[i].FinishBy:
+			// Too late even alone: its input would not have helped.
+			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
+				Detail: fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))})
+		default:
 			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndInputUnavailable, Detail: j.why[i]})
 		}
 	}
@@ -547,6 +547,9 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		}
 	}
 	finished := time.Now()
+	if len(run) == 0 {
+		finished = started // the GPU gave the plan up when it came to it
+	}
 	if err != nil {
 		a.log.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
 	}
@@ -562,6 +565,30 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	}
 	a.deliver(p, results)
 	a.report(j, append(ends, results...), len(run), started, finished)
+}
+
+// waitInputs waits until the plan's inputs are in or no request of it can
+// finish in time any more (see runJob). It returns false if ctx ended.
+func (a *Agent) waitInputs(ctx context.Context, j *job, order []int) bool {
+	p, n := j.plan, len(order)
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	for {
+		start := time.Now().Add(max(time.Until(time.Unix(0, p.ExecAt)), 0))
+		h := lateHeads(p, order, start, j.model.Latency)
+		if h == n {
+			return true
+		}
+		latest := time.Unix(0, p.Tasks[order[h]].FinishBy).Add(-j.model.Latency[n-h-1])
+		wait.Reset(time.Until(latest))
+		select {
+		case <-j.pulled:
+			return true
+		case <-wait.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // lateHeads returns how many of the requests idx (indexes into p.Tasks,

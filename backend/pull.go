@@ -92,9 +92,7 @@ func (p *tcpPuller) up(id uint32, addr string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pe := &peer{id: id, addr: addr, cancel: cancel, upCh: make(chan struct{}), waiting: map[uint64]chan *wire.ReadReply{}}
 	pe.results = transport.NewCoalescer(func(rs []wire.Result) {
-		pe.mu.Lock()
-		c := pe.conn
-		pe.mu.Unlock()
+		c := pe.awaitConn(ctx, resultWait)
 		for len(rs) > 0 {
 			n, size := 0, 0
 			for n < len(rs) && (n == 0 || size+len(rs[n].Output) <= maxReplyBytes) {
@@ -217,6 +215,32 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 		<-closed
 		return ctx.Err()
 	}
+}
+
+// resultWait bounds how long results wait for their frontend's data
+// connection to come up: a new backend's first results (drops, say) can be
+// ready before its connection is; past a second no SLO is still open.
+const resultWait = time.Second
+
+// awaitConn returns the peer's connection, waiting up to d for it to come
+// up; nil if it does not, or the peer is closed first.
+func (pe *peer) awaitConn(ctx context.Context, d time.Duration) transport.Conn {
+	pe.mu.Lock()
+	c, up := pe.conn, pe.upCh
+	pe.mu.Unlock()
+	if c != nil {
+		return c
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-up:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	return pe.conn
 }
 
 // onMessage takes a read reply; it reports false for any other message.

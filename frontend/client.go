@@ -4,12 +4,13 @@
 // serves the backends' one-sided reads of the inputs, and receives results
 // straight from the backends (Symphony paper §4.1, Figure 2).
 //
-// Every request ends exactly once: with its output, or with one of the
-// errors in errors.go. A request sent on a scheduler connection that then
-// closes ends at its deadline with ErrSchedulerLost, unless its running
-// batch answers first; a safety timer ends any request that has heard
-// nothing by its deadline plus Config.Grace, so that a lost backend can
-// never leave a caller waiting forever.
+// Every request ends exactly once, and no later than its deadline: with
+// its output, or with one of the errors in errors.go. A request that has
+// no answer by its deadline ends then, as an expired drop (DropExpired),
+// and so does one whose result arrives after it: a caller with a deadline
+// never gets a late answer, and never waits on a lost backend. A request
+// sent on a scheduler connection that closes ends at its deadline with
+// ErrSchedulerLost instead, unless its running batch answers first.
 package frontend
 
 import (
@@ -52,9 +53,6 @@ type Config struct {
 	Network transport.Network
 	// Preprocess, if set, runs on each input while its request waits.
 	Preprocess Preprocessor
-	// Grace is how long after its deadline a request that has heard
-	// nothing is ended with a BackendError.
-	Grace time.Duration
 	// RegionSize and MaxInputBytes size the input store.
 	RegionSize    int
 	MaxInputBytes int64
@@ -73,7 +71,7 @@ type Config struct {
 // Default returns the defaults.
 func Default() Config {
 	return Config{
-		Name: "frontend", DataAddr: "127.0.0.1:0", Grace: time.Second,
+		Name: "frontend", DataAddr: "127.0.0.1:0",
 		RegionSize: 8 << 20, MaxInputBytes: 2 << 30, DataPath: rdma.DefaultConfig(),
 		Backoff: transport.DefaultBackoff(), Log: zerolog.Nop(),
 	}
@@ -86,8 +84,6 @@ func (c Config) Validate() error {
 		return errors.New("frontend: no scheduler address")
 	case c.Network == nil:
 		return errors.New("frontend: no network")
-	case c.Grace <= 0:
-		return errors.New("frontend: grace must be positive")
 	case c.RegionSize <= rdma.SlotSize(0) || c.MaxInputBytes < int64(c.RegionSize):
 		return fmt.Errorf("frontend: input store sizes must be over %d bytes, max >= region", rdma.SlotSize(0))
 	case c.ReuseDelay < 0 || c.ReuseDelay > wire.MaxReuseDelay:
@@ -176,9 +172,14 @@ type session struct {
 type Stats struct {
 	Submitted, Answered, Dropped, Failed atomic.Uint64
 	// Duplicates counts outcomes that arrived for requests already ended:
-	// expected after failures (a late result of a request already failed),
-	// never counted twice.
+	// expected after failures and expiries (a late result of a request
+	// already ended), never counted twice.
 	Duplicates atomic.Uint64
+	// Expired counts the requests (among Dropped) whose result came, but
+	// after their deadline: work done in time that the network or a busy
+	// host delivered late. Requests with no result at all by their
+	// deadline are not counted here.
+	Expired atomic.Uint64
 }
 
 // New starts a frontend: it serves input reads on DataAddr and keeps a
@@ -512,11 +513,10 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	call.sess = sess
 	c.pending[call.id] = call
 	c.stats.Submitted.Add(1)
-	// The safety net: whatever happens elsewhere, the call ends by
-	// deadline + grace.
+	// Whatever happens elsewhere, the call ends by its deadline.
 	id := call.id
-	call.timer = time.AfterFunc(time.Until(call.deadline)+c.cfg.Grace, func() {
-		c.finish(id, nil, &BackendError{Model: model, Cause: "no answer by the deadline (and grace): its backend never reported"}, Timing{})
+	call.timer = time.AfterFunc(time.Until(call.deadline), func() {
+		c.finish(id, nil, &DropError{Model: model, Reason: DropExpired}, Timing{})
 	})
 	call.stop = context.AfterFunc(ctx, func() {
 		c.finish(id, nil, &DropError{Model: model, Reason: DropCanceled}, Timing{})
@@ -547,8 +547,10 @@ func (c *Client) failEarly(call *Call, err error) *Call {
 }
 
 // finish ends request id exactly once; later outcomes are counted as
-// duplicates and ignored.
+// duplicates and ignored. An answer that comes after the request's
+// deadline ends it as expired: the caller asked for it by then.
 func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
+	now := time.Now()
 	c.mu.Lock()
 	call := c.pending[id]
 	if call == nil {
@@ -558,6 +560,10 @@ func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
 	}
 	delete(c.pending, id)
 	c.mu.Unlock()
+	if err == nil && now.After(call.deadline) {
+		out, err = nil, &DropError{Model: call.Model, Reason: DropExpired}
+		c.stats.Expired.Add(1)
+	}
 	c.store.Release(id)
 	if call.timer != nil {
 		call.timer.Stop()
@@ -567,7 +573,7 @@ func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
 	}
 	call.Output, call.Err = out, err
 	call.Timing.Started, call.Timing.Finished, call.Timing.BatchSize = t.Started, t.Finished, t.BatchSize
-	call.Timing.Ended = time.Now()
+	call.Timing.Ended = now
 	switch {
 	case err == nil:
 		c.stats.Answered.Add(1)

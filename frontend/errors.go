@@ -49,6 +49,10 @@ const (
 	// DropCanceled: the caller's context was canceled while the request
 	// was queued.
 	DropCanceled DropReason = "canceled"
+	// DropExpired: the request's deadline passed without an answer: its
+	// result came too late, or not at all (a backend that stopped, say).
+	// The frontend ends every request by its deadline.
+	DropExpired DropReason = "expired"
 )
 
 // DropError is a request that ended without running, and why.

@@ -99,10 +99,8 @@ const DefaultResultTrip = 250 * time.Microsecond
 const WatchPeriod = 10 * time.Millisecond
 
 // DrainMargin is what the default drain timeout adds to the longest SLO:
-// by then every plan in flight has met or missed its deadline, and it is
-// well inside the frontends' grace (frontend.Config.Grace, 1s by
-// default), so that a plan still out ends as a shutdown drop rather than
-// by a frontend's safety timer.
+// by then every plan in flight has met or missed its deadline (and its
+// frontend has ended its requests by their deadlines anyway).
 const DrainMargin = 500 * time.Millisecond
 
 // LiveDelayFloor is the least the real-time scheduler budgets for each
