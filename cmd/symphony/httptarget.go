@@ -18,9 +18,10 @@ import (
 )
 
 // httpTarget drives a frontend's KServe v2 gateway: each request is a POST
-// to /v2/models/{m}/infer with the input as binary tensor data. Status
-// codes map back to the frontend's typed errors, so the report classifies
-// outcomes as it does for an embedded client.
+// to /v2/models/{m}/infer with the input as binary tensor data. Error
+// answers map back to the frontend's typed errors by their reason
+// (gateway.ResponseError), so the report classifies outcomes, and names
+// drop and failure reasons, as it does for an embedded client.
 type httpTarget struct {
 	base   string
 	client *http.Client
@@ -122,34 +123,28 @@ func (t *httpTarget) post(ctx context.Context, model string, input []byte) ([]by
 	req.Header.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return nil, nil, &frontend.BackendError{Model: model, Cause: err.Error()}
+		return nil, nil, transportError(ctx, model, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, nil, &frontend.BackendError{Model: model, Cause: err.Error()}
+		return nil, nil, transportError(ctx, model, err)
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		if n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length")); err == nil && n >= 0 && n <= len(data) {
-			return data[n:], data[:n], nil
-		}
-		return data, nil, nil
-	case http.StatusServiceUnavailable:
-		reason := frontend.DropOverload
-		switch {
-		case bytes.Contains(data, []byte("deadline")):
-			reason = frontend.DropDeadline
-		case bytes.Contains(data, []byte("not connected")):
-			return nil, nil, frontend.ErrNotConnected
-		case bytes.Contains(data, []byte("lost the scheduler connection")):
-			return nil, nil, frontend.ErrSchedulerLost
-		}
-		return nil, nil, &frontend.DropError{Model: model, Reason: reason}
-	case http.StatusNotFound:
-		return nil, nil, fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
-	case http.StatusBadGateway:
-		return nil, nil, &frontend.BackendError{Model: model, Cause: strings.TrimSpace(string(data))}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, gateway.ResponseError(model, resp.StatusCode, data)
 	}
-	return nil, nil, fmt.Errorf("gateway: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+	if n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length")); err == nil && n >= 0 && n <= len(data) {
+		return data[n:], data[:n], nil
+	}
+	return data, nil, nil
+}
+
+// transportError is the error of a request that got no answer: a canceled
+// drop if the load generator canceled it, as an embedded client reports
+// one, else the HTTP client's error.
+func transportError(ctx context.Context, model string, err error) error {
+	if ctx.Err() != nil {
+		return &frontend.DropError{Model: model, Reason: frontend.DropCanceled}
+	}
+	return fmt.Errorf("gateway: no answer: %w", err)
 }

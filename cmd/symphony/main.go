@@ -33,6 +33,10 @@ Usage:
       emulated GPUs, a frontend), driven by the load generator.
   symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
       The same load and report against a running cluster.
+  symphony bench slowclients --gateway URL [--pid PID] [--conns N] [--modes LIST] [--json]
+      Open many slow connections to a running KServe gateway (bodies announced
+      and never sent, slowloris headers, idle keep-alives): how soon it closes
+      them, and its RSS meanwhile.
   symphony scheduler [-f WORKLOAD] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
   symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]
   symphony frontend --scheduler ADDR [--http-addr ADDR]
