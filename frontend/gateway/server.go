@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -140,12 +141,22 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// reject answers c with the busy response and closes it, after reading
-// what its client sends for up to rejectWait (see rejectWait).
+// reject answers c with the busy response and closes it, within
+// rejectWait. It waits for the request's header first: a client that gets
+// an answer before it has sent its request (Go's http.Transport among
+// them) takes it for a broken connection, not a 503. Then it reads what
+// the client still sends (see rejectWait).
 func (l *capListener) reject(c net.Conn) {
 	defer l.rejecting.Add(-1)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(rejectWait))
+	var head [4 << 10]byte
+	for n := 0; n < len(head) && !bytes.Contains(head[:n], []byte("\r\n\r\n")); {
+		k, err := c.Read(head[n:])
+		if n += k; err != nil {
+			break // silent or gone: answer anyway, to whoever is there
+		}
+	}
 	if _, err := c.Write(l.busy); err != nil {
 		return
 	}
