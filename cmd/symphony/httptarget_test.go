@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,7 +87,7 @@ func (c *cycler) Go(_ context.Context, model string, input []byte, _ ...frontend
 	})
 }
 
-func (c *cycler) Infer(_ context.Context, _ string, input []byte) ([]byte, error) {
+func (c *cycler) Infer(_ context.Context, _ string, input []byte, _ time.Time) ([]byte, error) {
 	return c.next(input)
 }
 
@@ -143,4 +145,67 @@ func TestHTTPTargetTransportErrors(t *testing.T) {
 	if err := transportError(context.Background(), "m", refused); !errors.Is(err, refused) || errors.As(err, new(*frontend.BackendError)) {
 		t.Errorf("unanswered request: %v", err)
 	}
+}
+
+// echo is an Inferer that answers every request with its input at once,
+// so that a benchmark measures the HTTP path alone.
+type echo struct{}
+
+func (echo) Infer(_ context.Context, _ string, input []byte, _ time.Time) ([]byte, error) {
+	return input, nil
+}
+func (echo) Ready() bool { return true }
+func (echo) Model(name string) (gateway.ModelInfo, bool) {
+	return gateway.ModelInfo{Name: name, SLO: time.Second, Ready: true}, true
+}
+
+// BenchmarkGatewayRoundTrip is the CPU the gateway path adds to a
+// request, client and server side together: httpTarget posting a 1 KiB
+// input (the demo's) to a gateway served as `symphony frontend` serves it,
+// in front of an Inferer that answers at once, from 16 requests at a time.
+//
+//	go test -run '^$' -bench GatewayRoundTrip -benchmem -cpu 2 ./cmd/symphony/
+func BenchmarkGatewayRoundTrip(b *testing.B) {
+	gw, err := gateway.New(echo{}, gateway.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := gw.Server(gw)
+	go func() { _ = srv.Serve(gw.Listener(ln)) }()
+	defer srv.Close()
+	w := &workload.Workload{Source: "bench", Models: []workload.Model{{Name: "m", SLO: time.Second}}}
+	target, err := newHTTPTarget(context.Background(), "http://"+ln.Addr().String(), w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := make([]byte, 1024)
+	b.SetParallelism(8)
+	cpu := processCPU(b)
+	b.ResetTimer()
+	defer func() { b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op") }()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			call := target.Go(context.Background(), "m", input)
+			<-call.Done()
+			if call.Err != nil || len(call.Output) != len(input) {
+				b.Errorf("%d bytes, %v", len(call.Output), call.Err)
+				return
+			}
+		}
+	})
+}
+
+// processCPU is the CPU time the process has used, user and system: on a
+// shared 2-core machine, what a request costs is its CPU, which its wall
+// time per op hides when the cores are not saturated.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -263,6 +263,7 @@ func addGatewayFlags(fs *flag.FlagSet) *gateway.Config {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a kept-alive connection idle this long")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most connections open at once; past it a new one is answered 503 with Retry-After and closed")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most inference requests in flight at once; past it a request is answered 503 with Retry-After")
+	fs.DurationVar(&c.HTTPBudget, "http-budget", c.HTTPBudget, "part of each request's SLO kept for HTTP to and from the client: requests are scheduled this much short of their SLO")
 	return &c
 }
 
@@ -358,12 +359,17 @@ func metricsMux(h http.Handler) http.Handler {
 // gatewayClient adapts a frontend client to the gateway's Inferer.
 type gatewayClient struct{ c *frontend.Client }
 
-func (g gatewayClient) Infer(ctx context.Context, model string, input []byte) ([]byte, error) {
-	return g.c.Infer(ctx, model, input)
+func (g gatewayClient) Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error) {
+	out, _, err := g.InferTimed(ctx, model, input, deadline)
+	return out, err
 }
 
-func (g gatewayClient) InferTimed(ctx context.Context, model string, input []byte) ([]byte, gateway.Batch, error) {
-	call := g.c.Go(ctx, model, input)
+func (g gatewayClient) InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, gateway.Batch, error) {
+	var opts []frontend.CallOption
+	if !deadline.IsZero() {
+		opts = append(opts, frontend.WithDeadline(deadline))
+	}
+	call := g.c.Go(ctx, model, input, opts...)
 	<-call.Done()
 	t := call.Timing
 	return call.Output, gateway.Batch{Size: t.BatchSize, Started: t.Started, Finished: t.Finished}, call.Err

@@ -68,11 +68,21 @@
 //
 // A request may bound its own latency with the X-Symphony-Timeout header
 // (a Go duration, such as "20ms") or the request parameter "timeout_ms"
-// (a number); with both, the shorter wins. The bound becomes a deadline on
-// the context handed to Infer, and the frontend client never lets a request
-// run past its model's SLO, so a timeout can only shorten a deadline. The
-// HTTP request's context is the parent: a client that disconnects cancels
-// its request.
+// (a number); with both, the shorter wins. The bound, counted from the
+// moment the request's body has arrived, becomes a deadline on the context
+// handed to Infer, and the frontend client never lets a request run past
+// its model's SLO, so a timeout can only shorten a deadline. The HTTP
+// request's context is the parent: a client that disconnects cancels its
+// request.
+//
+// The caller's clock also counts what the frontend's does not: the
+// request's way in and the answer's way back over HTTP. Symphony's
+// scheduler runs each batch as late as its deadlines allow, to make it
+// larger, so an answer on time for the frontend would often be late for
+// the caller. The gateway therefore asks the frontend to schedule each
+// request by its SLO (or its own timeout) less Config.HTTPBudget, the
+// deadline argument of Infer; that earlier deadline never cancels the
+// request, whose answer may still reach the caller in time.
 //
 // # Status codes
 //

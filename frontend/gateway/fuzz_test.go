@@ -113,3 +113,18 @@ func FuzzResponseError(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResponseBatch feeds the client side's reader of a response's batch
+// parameters arbitrary JSON: a batch it reports is a plausible one.
+func FuzzResponseBatch(f *testing.F) {
+	f.Add([]byte(`{"model_name":"m","parameters":{"batch_finished_ns":2000,"batch_size":4,"batch_started_ns":1000},"outputs":[]}`))
+	f.Add([]byte(`{"parameters":{"batch_size":-1,"batch_started_ns":1}}`))
+	f.Add([]byte(`{"parameters":{"batch_size":9223372036854775807,"batch_started_ns":1,"batch_finished_ns":1}}`))
+	f.Add([]byte(`{"parameters":7}`))
+	f.Fuzz(func(t *testing.T, head []byte) {
+		b, ok := ResponseBatch(head)
+		if ok && (b.Size <= 0 || b.Finished.Before(b.Started) || b.Started.UnixNano() <= 0) {
+			t.Fatalf("implausible batch %+v", b)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,7 +26,13 @@ type Inferer interface {
 	// the result's raw bytes. It ends with one of the frontend package's
 	// errors, which the gateway maps to status codes, and it must honour
 	// ctx: its deadline shortens the request's, its cancellation drops it.
-	Infer(ctx context.Context, model string, input []byte) ([]byte, error)
+	// deadline, if not zero, is when the request should be answered by:
+	// the gateway sets it Config.HTTPBudget short of the model's SLO (or
+	// the request's own timeout), for the frontend to schedule by
+	// (frontend.WithDeadline). Unlike ctx's deadline it must not end the
+	// request: an answer a little after it still reaches the caller in
+	// time.
+	Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error)
 	// Model reports whether the model is served and whether it is ready
 	// (has GPUs / is connected).
 	Model(name string) (info ModelInfo, ok bool)
@@ -88,6 +95,15 @@ type Config struct {
 	// flight are the rate times that at worst; the cap keeps a stalled
 	// cluster from piling up bodies and goroutines without bound.
 	MaxInFlight int
+	// HTTPBudget is the part of a request's SLO kept for HTTP: the
+	// caller's clock starts before the gateway has read the request and
+	// stops after the answer has crossed back, while the frontend's
+	// deadline counts from the request's arrival at the gateway. The
+	// scheduler runs batches as late as their deadlines allow, so without
+	// it answers on time for the frontend arrive late for the caller. The
+	// gateway schedules each request this much short of its SLO (or its
+	// own timeout), never by more than half of it.
+	HTTPBudget time.Duration
 	// RetryAfter is the Retry-After hint, rounded up to whole seconds, on
 	// 503s for conditions that pass (overload and deadline drops, a lost
 	// scheduler connection, the caps). Zero sends none.
@@ -111,14 +127,16 @@ type Config struct {
 // send a header and 10s a whole request; 10s from a body to its answer,
 // over the SLOs of the paper's zoos (20-200ms) plus the frontend's default
 // 1s grace many times; 30s of idle keep-alive; 4096 connections and 2048
-// requests in flight, far over the 1500 req/s demo's few dozen; a 1s
-// Retry-After, the smallest the header can say; and no logging.
+// requests in flight, far over the 1500 req/s demo's few dozen; a 2ms HTTP
+// budget, over the most the gateway path added to the demo's p99 latency
+// on loopback (docs/benchmarks.md); a 1s Retry-After, the smallest the
+// header can say; and no logging.
 func Default() Config {
 	return Config{
 		MaxBodyBytes: 64 << 20, MaxHeaderBytes: 64 << 10,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
-		MaxConnections: 4096, MaxInFlight: 2048,
+		MaxConnections: 4096, MaxInFlight: 2048, HTTPBudget: 2 * time.Millisecond,
 		RetryAfter: time.Second, Version: "dev", Log: zerolog.Nop(),
 	}
 }
@@ -139,8 +157,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ReadHeaderTimeout %v must not exceed ReadTimeout %v, which includes it", c.ReadHeaderTimeout, c.ReadTimeout)
 	case c.MaxConnections <= 0 || c.MaxInFlight <= 0:
 		return fmt.Errorf("MaxConnections %d and MaxInFlight %d must be positive", c.MaxConnections, c.MaxInFlight)
-	case c.RetryAfter < 0:
-		return fmt.Errorf("RetryAfter %v must not be negative", c.RetryAfter)
+	case c.RetryAfter < 0 || c.HTTPBudget < 0:
+		return fmt.Errorf("RetryAfter %v and HTTPBudget %v must not be negative", c.RetryAfter, c.HTTPBudget)
 	}
 	return nil
 }
@@ -339,40 +357,57 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.stats.InFlight.Add(-1)
-	// The answer may take the inference and then WriteTimeout to write,
-	// counted from now rather than from the header as net/http counts.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+	// The request's time starts now that it has arrived: a slow upload is
+	// the read timeout's business, not the SLO's. The answer may take the
+	// inference and then WriteTimeout to write, counted from now rather
+	// than from the header as net/http counts.
+	arrived := time.Now()
+	_ = http.NewResponseController(w).SetWriteDeadline(arrived.Add(g.cfg.WriteTimeout))
 	ctx := r.Context()
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithDeadline(ctx, arrived.Add(timeout))
 		defer cancel()
 	}
 
 	var out []byte
 	var batch Batch
+	info, known := g.inf.Model(model)
+	deadline := g.deadline(arrived, info.SLO, timeout)
 	if ti, ok := g.inf.(TimedInferer); ok {
-		out, batch, err = ti.InferTimed(ctx, model, req.Input)
+		out, batch, err = ti.InferTimed(ctx, model, req.Input, deadline)
 	} else {
-		out, err = g.inf.Infer(ctx, model, req.Input)
+		out, err = g.inf.Infer(ctx, model, req.Input, deadline)
 	}
 	if err != nil {
-		g.writeInferError(ctx, w, model, timeout, err, &status)
+		ownDeadline := known && timeout > 0 && timeout < info.SLO
+		g.writeInferError(ctx, w, timeout, ownDeadline, err, &status)
 		return
 	}
 	status, nOut = http.StatusOK, len(out)
 	writeInferResponse(w, model, r.PathValue("version"), req, out, batch)
 }
 
+// deadline is the deadline a request whose body arrived at arrived is
+// scheduled by: its model's SLO, or its own timeout if shorter, less the
+// HTTP budget (never more than half of it), since the caller's clock also
+// counts the request's way in and its answer's way back. Zero if the SLO
+// is unknown.
+func (g *Gateway) deadline(arrived time.Time, slo, timeout time.Duration) time.Time {
+	if slo <= 0 {
+		return time.Time{}
+	}
+	if timeout > 0 && timeout < slo {
+		slo = timeout
+	}
+	return arrived.Add(slo - min(g.cfg.HTTPBudget, slo/2))
+}
+
 // writeInferError answers a request that Infer ended with err, setting
 // *status to the code written (statusClientGone when nothing is, for a
-// caller that left). timeout is the request's own, 0 if it set none.
-func (g *Gateway) writeInferError(ctx context.Context, w http.ResponseWriter, model string, timeout time.Duration, err error, status *int) {
-	ownDeadline := false
-	if timeout > 0 {
-		info, ok := g.inf.Model(model)
-		ownDeadline = ok && timeout < info.SLO
-	}
+// caller that left). timeout is the request's own, 0 if it set none, and
+// ownDeadline says it was shorter than the model's SLO.
+func (g *Gateway) writeInferError(ctx context.Context, w http.ResponseWriter, timeout time.Duration, ownDeadline bool, err error, status *int) {
 	code, retry, reason := classify(ctx, err, ownDeadline)
 	*status = code
 	if code == statusClientGone {
@@ -416,13 +451,20 @@ func headerTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// responseTensor is the one output tensor of a response.
+// responseTensor is the one output tensor of a response. Its parameters
+// are structs rather than maps, which encoding/json writes without sorting
+// keys or boxing values: the response is encoded once per request.
 type responseTensor struct {
 	Name       string          `json:"name"`
 	Datatype   string          `json:"datatype"`
 	Shape      []int           `json:"shape"`
-	Parameters map[string]int  `json:"parameters,omitempty"`
+	Parameters *tensorParams   `json:"parameters,omitempty"`
 	Data       json.RawMessage `json:"data,omitempty"`
+}
+
+// tensorParams are a binary output tensor's parameters.
+type tensorParams struct {
+	BinaryDataSize int `json:"binary_data_size"`
 }
 
 // inferResponse is the inference response object.
@@ -430,16 +472,25 @@ type inferResponse struct {
 	ModelName    string           `json:"model_name"`
 	ModelVersion string           `json:"model_version,omitempty"`
 	ID           string           `json:"id,omitempty"`
-	Parameters   map[string]int64 `json:"parameters,omitempty"`
+	Parameters   *batchParams     `json:"parameters,omitempty"`
 	Outputs      []responseTensor `json:"outputs"`
+}
+
+// batchParams are the response parameters that say which batch ran the
+// request (see TimedInferer), in the order a map would list them.
+type batchParams struct {
+	Finished int64 `json:"batch_finished_ns"`
+	Size     int64 `json:"batch_size"`
+	Started  int64 `json:"batch_started_ns"`
 }
 
 // TimedInferer is an Inferer that can also say how a request ran. The
 // gateway then returns the batch as response parameters: batch_size, and
 // batch_started_ns and batch_finished_ns (Unix ns), so that a remote load
-// generator can report batch sizes and GPU time as an embedded one does.
+// generator can report batch sizes and GPU time as an embedded one does
+// (ResponseBatch reads them back).
 type TimedInferer interface {
-	InferTimed(ctx context.Context, model string, input []byte) ([]byte, Batch, error)
+	InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, Batch, error)
 }
 
 // Batch is the batch a request ran in; the zero Batch says nothing.
@@ -455,12 +506,29 @@ const (
 	ParamBatchFinished = "batch_finished_ns"
 )
 
+// ResponseBatch reads the batch a request ran in from its response's JSON
+// object (the whole body, or the header of a binary one); ok is false
+// when the response does not say.
+func ResponseBatch(head []byte) (b Batch, ok bool) {
+	var resp struct {
+		Parameters batchParams `json:"parameters"`
+	}
+	if json.Unmarshal(head, &resp) != nil {
+		return Batch{}, false
+	}
+	p := resp.Parameters
+	if p.Size <= 0 || p.Started <= 0 || p.Finished < p.Started || p.Size > math.MaxInt32 {
+		return Batch{}, false
+	}
+	return Batch{Size: int(p.Size), Started: time.Unix(0, p.Started), Finished: time.Unix(0, p.Finished)}, true
+}
+
 // writeInferResponse writes out as one [n] UINT8 tensor, in JSON or, if
 // the request asked for it, in the binary data form.
 func writeInferResponse(w http.ResponseWriter, model, version string, req *inferRequest, out []byte, batch Batch) {
 	t := responseTensor{Name: req.OutputName, Datatype: "UINT8", Shape: []int{len(out)}}
 	if req.BinaryOutput {
-		t.Parameters = map[string]int{"binary_data_size": len(out)}
+		t.Parameters = &tensorParams{BinaryDataSize: len(out)}
 	} else {
 		data := make([]byte, 0, 2+4*len(out))
 		data = append(data, '[')
@@ -474,9 +542,7 @@ func writeInferResponse(w http.ResponseWriter, model, version string, req *infer
 	}
 	resp := inferResponse{ModelName: model, ModelVersion: version, ID: req.ID, Outputs: []responseTensor{t}}
 	if batch.Size > 0 && !batch.Started.IsZero() {
-		resp.Parameters = map[string]int64{
-			ParamBatchSize: int64(batch.Size), ParamBatchStarted: batch.Started.UnixNano(), ParamBatchFinished: batch.Finished.UnixNano(),
-		}
+		resp.Parameters = &batchParams{Size: int64(batch.Size), Started: batch.Started.UnixNano(), Finished: batch.Finished.UnixNano()}
 	}
 	if !req.BinaryOutput {
 		writeJSON(w, http.StatusOK, resp)

@@ -28,21 +28,22 @@ type fakeInferer struct {
 	ready  bool
 	infer  func(ctx context.Context, model string, input []byte) ([]byte, error)
 
-	mu     sync.Mutex
-	calls  int
-	input  []byte
-	model  string
-	dl     time.Time
-	hasDL  bool
-	called time.Time
+	mu       sync.Mutex
+	calls    int
+	input    []byte
+	model    string
+	dl       time.Time
+	hasDL    bool
+	called   time.Time
+	schedule time.Time // the deadline argument
 }
 
-func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte) ([]byte, error) {
+func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error) {
 	f.mu.Lock()
 	f.calls++
 	f.input, f.model = append([]byte(nil), input...), model
 	f.dl, f.hasDL = ctx.Deadline()
-	f.called = time.Now()
+	f.called, f.schedule = time.Now(), deadline
 	f.mu.Unlock()
 	if f.infer != nil {
 		return f.infer(ctx, model, input)
@@ -643,6 +644,16 @@ func TestTimeouts(t *testing.T) {
 			if w.Code != 200 {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
+			// The frontend schedules by the SLO or the timeout, whichever
+			// is shorter, less the HTTP budget (at most half of it).
+			eff := f.models["resnet"].SLO
+			if tc.want > 0 && tc.want < eff {
+				eff = tc.want
+			}
+			eff -= min(Default().HTTPBudget, eff/2)
+			if f.schedule.Before(start.Add(eff)) || f.schedule.After(f.called.Add(eff)) {
+				t.Errorf("scheduled by %v, want %v after a moment in [%v, %v]", f.schedule, eff, start, f.called)
+			}
 			if tc.want == 0 {
 				if f.hasDL {
 					t.Fatalf("deadline %v set without a timeout", f.dl)
@@ -760,8 +771,8 @@ type timedFake struct {
 	batch Batch
 }
 
-func (f timedFake) InferTimed(ctx context.Context, model string, input []byte) ([]byte, Batch, error) {
-	out, err := f.Infer(ctx, model, input)
+func (f timedFake) InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, Batch, error) {
+	out, err := f.Infer(ctx, model, input, deadline)
 	return out, f.batch, err
 }
 
@@ -788,6 +799,9 @@ func TestTimedInfererReportsTheBatch(t *testing.T) {
 		if resp.Parameters[k] != v {
 			t.Errorf("parameter %s = %d, want %d (%s)", k, resp.Parameters[k], v, rec.Body)
 		}
+	}
+	if b, ok := ResponseBatch(rec.Body.Bytes()); !ok || b.Size != f.batch.Size || !b.Started.Equal(f.batch.Started) || !b.Finished.Equal(f.batch.Finished) {
+		t.Errorf("ResponseBatch reads %+v %v, want %+v", b, ok, f.batch)
 	}
 	// A plain Inferer adds no parameters.
 	rec = do(newGateway(t, newFake(), nil), http.MethodPost, "/v2/models/resnet/infer", body, nil)
@@ -831,5 +845,29 @@ func TestObserveSeesEveryInference(t *testing.T) {
 		{"resnet", http.StatusRequestEntityTooLarge}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("observed %v; want %v", got, want)
+	}
+}
+
+// The frontend schedules a request by its SLO, or its own timeout if
+// shorter, less the HTTP budget, which never takes more than half.
+func TestSchedulingDeadlineKeepsTheHTTPBudget(t *testing.T) {
+	at := time.Unix(1000, 0)
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		budget, slo, timeout, want time.Duration // want: after at; 0 for no deadline
+	}{
+		{2 * ms, 100 * ms, 0, 98 * ms},
+		{2 * ms, 100 * ms, 20 * ms, 18 * ms},
+		{2 * ms, 100 * ms, time.Second, 98 * ms},
+		{2 * ms, 100 * ms, ms, ms / 2},
+		{2 * ms, 3 * ms, 0, 3*ms - 3*ms/2},
+		{0, 100 * ms, 0, 100 * ms},
+		{2 * ms, 0, 20 * ms, 0},
+	} {
+		g := newGateway(t, newFake(), func(c *Config) { c.HTTPBudget = tc.budget })
+		got := g.deadline(at, tc.slo, tc.timeout)
+		if (tc.want == 0) != got.IsZero() || (tc.want != 0 && got.Sub(at) != tc.want) {
+			t.Errorf("budget %v, SLO %v, timeout %v: deadline %v after, want %v", tc.budget, tc.slo, tc.timeout, got.Sub(at), tc.want)
+		}
 	}
 }
