@@ -14,11 +14,14 @@ import (
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, "(symphony bench scheduler -h describes the scheduler-alone benchmark.)\n")
+		fmt.Fprint(stdout, "(symphony bench scheduler -h describes the scheduler-alone benchmark, symphony bench slowclients -h the gateway's slow-client test.)\n")
 		return runBenchLoad([]string{"-h"}, stdout, stdout)
 	}
+	if len(args) > 0 && args[0] == "slowclients" {
+		return runBenchSlowClients(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] != "scheduler" && !strings.HasPrefix(args[0], "-") {
-		return usageErr("unknown bench subcommand %q: want \"symphony bench scheduler\" or \"symphony bench -f WORKLOAD --scheduler ADDR\"", args[0])
+		return usageErr("unknown bench subcommand %q: want \"symphony bench scheduler\", \"symphony bench slowclients\" or \"symphony bench -f WORKLOAD --scheduler ADDR\"", args[0])
 	}
 	if len(args) == 0 || args[0] != "scheduler" {
 		return runBenchLoad(args, stdout, stderr)

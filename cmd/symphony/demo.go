@@ -15,6 +15,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/scheduler/service"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -210,7 +211,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	defer release()
 	client := c.Frontends[0]
 	if *httpAddr != "" {
-		srv, addr, err := serveGateway(client, *httpAddr, true, log)
+		srv, addr, err := serveGateway(client, *httpAddr, gateway.Default(), true, log)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,10 @@ Usage:
   symphony bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
                [--sweep LIST] [--csv FILE] [--plot DIR]
       The same load and report against a running cluster.
+  symphony bench slowclients --gateway URL [--pid PID] [--conns N] [--modes LIST] [--json]
+      Open many slow connections to a running KServe gateway (bodies announced
+      and never sent, slowloris headers, idle keep-alives): how soon it closes
+      them, and its RSS meanwhile.
   symphony scheduler [-f WORKLOAD] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
   symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]
   symphony frontend --scheduler ADDR [--http-addr ADDR]

@@ -209,6 +209,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
 	dp := addDataPathFlags(fs)
+	gc := addGatewayFlags(fs)
 	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address")
 	verbose := fs.Bool("v", false, "log more")
 	if err := parseFlags(fs, args); err != nil {
@@ -216,6 +217,9 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	if err := gc.Validate(); err != nil {
+		return usageErr("gateway flags: %v", err)
 	}
 	log := processLogger(stderr, *verbose)
 	fc := frontend.Default()
@@ -229,13 +233,17 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	defer client.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	srv, addr, err := serveGateway(client, *httpAddr, *withMetrics, log)
+	warnFileLimit(gc.MaxConnections, log)
+	srv, addr, err := serveGateway(client, *httpAddr, *gc, *withMetrics, log)
 	if err != nil {
 		return err
 	}
 	// Announce the gateway once it can serve: connected to the scheduler.
 	if client.WaitReady(ctx) == nil {
 		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s, data path %v\n", fc.Name, addr, client.DataAddr(), client.DataPath())
+		if err := gc.CheckInference(longestInference(client)); err != nil {
+			log.Warn().Err(err).Msg("--write-timeout is too short for the models served: raise it")
+		}
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -243,10 +251,50 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	return srv.Shutdown(sctx)
 }
 
-// serveGateway serves the KServe v2 gateway for client on addr, with the
-// frontend's Prometheus metrics at /metrics if withMetrics.
-func serveGateway(client *frontend.Client, addr string, withMetrics bool, log zerolog.Logger) (*http.Server, string, error) {
-	gc := gateway.Default()
+// addGatewayFlags adds the KServe gateway's limits and timeouts to fs; the
+// flags fill in the returned gateway.Config, which starts at its defaults
+// (see gateway.Config for what each guards against).
+func addGatewayFlags(fs *flag.FlagSet) *gateway.Config {
+	c := gateway.Default()
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest inference request body the gateway takes (413 past it)")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "longest a client may take to send a request's header (slowloris clients are closed after it)")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "longest a client may take to send a whole request, header and body (408 and closed after it)")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "longest from a request's body to its answer's last byte; must outlast the longest SLO (the frontend ends every request by its deadline)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a kept-alive connection idle this long")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most connections open at once; past it a new one is answered 503 with Retry-After and closed")
+	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most inference requests in flight at once; past it a request is answered 503 with Retry-After")
+	fs.DurationVar(&c.HTTPBudget, "http-budget", c.HTTPBudget, "part of each request's SLO kept for HTTP to and from the client: requests are scheduled this much short of their SLO")
+	return &c
+}
+
+// longestInference is the longest an inference through client can take:
+// its longest model SLO, by which the frontend ends every request.
+func longestInference(client *frontend.Client) time.Duration {
+	var slo time.Duration
+	for _, m := range client.Models() {
+		slo = max(slo, m.SLO)
+	}
+	return slo
+}
+
+// warnFileLimit warns when the process may not open maxConns connections:
+// past its file limit, accept fails and connections wait in the kernel's
+// backlog instead of being answered 503 at the cap. (Go raises the soft
+// limit to the hard one at start; this sees the result.)
+func warnFileLimit(maxConns int, log zerolog.Logger) {
+	const reserve = 256 // the scheduler, backends' pulls, logs, metrics
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < uint64(maxConns)+reserve {
+		log.Warn().Uint64("open_files_limit", rl.Cur).Int("max_connections", maxConns).
+			Msg("the open-files limit is under --max-connections plus a reserve: connections past it will wait unanswered; raise the limit (ulimit -n) or lower --max-connections")
+	}
+}
+
+// serveGateway serves the KServe v2 gateway for client on addr with the
+// settings gc (its Log and Observe are set here), behind the gateway's own
+// server timeouts and connection cap, with the frontend's Prometheus
+// metrics at /metrics if withMetrics.
+func serveGateway(client *frontend.Client, addr string, gc gateway.Config, withMetrics bool, log zerolog.Logger) (*http.Server, string, error) {
 	gc.Log = log
 	var m *frontmetrics.Metrics
 	if withMetrics {
@@ -259,6 +307,7 @@ func serveGateway(client *frontend.Client, addr string, withMetrics bool, log ze
 	}
 	mux := http.NewServeMux()
 	if m != nil {
+		m.Gateway(gw.Stats())
 		mux.Handle("/metrics", m.Handler())
 	}
 	mux.Handle("/", gw)
@@ -266,12 +315,17 @@ func serveGateway(client *frontend.Client, addr string, withMetrics bool, log ze
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
-	return serveOn(ln, mux, log), ln.Addr().String(), nil
+	return serve(gw.Listener(ln), gw.Server(mux), log), ln.Addr().String(), nil
 }
 
-// serveOn serves h on ln in the background.
+// serveOn serves h on ln in the background: the metrics endpoints of the
+// scheduler and backends.
 func serveOn(ln net.Listener, h http.Handler, log zerolog.Logger) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return serve(ln, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, log)
+}
+
+// serve runs srv on ln in the background.
+func serve(ln net.Listener, srv *http.Server, log zerolog.Logger) *http.Server {
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("HTTP server stopped")
@@ -304,12 +358,17 @@ func metricsMux(h http.Handler) http.Handler {
 // gatewayClient adapts a frontend client to the gateway's Inferer.
 type gatewayClient struct{ c *frontend.Client }
 
-func (g gatewayClient) Infer(ctx context.Context, model string, input []byte) ([]byte, error) {
-	return g.c.Infer(ctx, model, input)
+func (g gatewayClient) Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error) {
+	out, _, err := g.InferTimed(ctx, model, input, deadline)
+	return out, err
 }
 
-func (g gatewayClient) InferTimed(ctx context.Context, model string, input []byte) ([]byte, gateway.Batch, error) {
-	call := g.c.Go(ctx, model, input)
+func (g gatewayClient) InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, gateway.Batch, error) {
+	var opts []frontend.CallOption
+	if !deadline.IsZero() {
+		opts = append(opts, frontend.WithDeadline(deadline))
+	}
+	call := g.c.Go(ctx, model, input, opts...)
 	<-call.Done()
 	t := call.Timing
 	return call.Output, gateway.Batch{Size: t.BatchSize, Started: t.Started, Finished: t.Finished}, call.Err

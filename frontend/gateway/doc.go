@@ -4,9 +4,33 @@
 // Symphony frontend without linking its Go client.
 //
 // The gateway is an http.Handler in front of an Inferer, the few methods it
-// needs of a frontend client. It owns no goroutines and no global state:
-// mount it on any http.Server (set that server's ReadHeaderTimeout and
-// IdleTimeout; the gateway bounds bodies, not time on the wire).
+// needs of a frontend client. It owns no global state. Serve it with the
+// server and listener it builds, as `symphony frontend` does:
+//
+//	srv := gw.Server(gw) // or a mux that mounts gw beside /metrics
+//	go srv.Serve(gw.Listener(ln))
+//
+// # Limits
+//
+// A client that is slow or never finishes must not hold the gateway's
+// memory or connections. Config bounds each way to try:
+//
+//   - a body is read into a buffer that grows as its bytes arrive, never
+//     ahead of them to the announced Content-Length, up to MaxBodyBytes
+//     (413 past it): a connection that announces 64 MiB and sends one byte
+//     costs a few KiB;
+//   - ReadHeaderTimeout closes a connection whose header has not arrived
+//     (slowloris), ReadTimeout one whose whole request has not (its body
+//     is answered 408 first), and IdleTimeout a kept-alive one left idle;
+//   - WriteTimeout bounds a request from its body's end to its answer's:
+//     it must outlast the longest model SLO (Config.CheckInference), and
+//     cuts off a client that does not read;
+//   - past MaxConnections open connections, a new one is answered 503 with
+//     Retry-After and closed at once; past MaxInFlight inference requests
+//     handed to the frontend, a request is answered 503 with Retry-After.
+//
+// Stats counts what the caps turned away; the repeatable warnings are
+// logged at most once every ten seconds each.
 //
 // # Endpoints
 //
@@ -44,31 +68,55 @@
 //
 // A request may bound its own latency with the X-Symphony-Timeout header
 // (a Go duration, such as "20ms") or the request parameter "timeout_ms"
-// (a number); with both, the shorter wins. The bound becomes a deadline on
-// the context handed to Infer, and the frontend client never lets a request
-// run past its model's SLO, so a timeout can only shorten a deadline. The
-// HTTP request's context is the parent: a client that disconnects cancels
-// its request.
+// (a number); with both, the shorter wins. The bound, counted from the
+// moment the request's body has arrived, becomes a deadline on the context
+// handed to Infer, and the frontend client never lets a request run past
+// its model's SLO, so a timeout can only shorten a deadline. The HTTP
+// request's context is the parent: a client that disconnects cancels its
+// request.
+//
+// The caller's clock also counts what the frontend's does not: the
+// request's way in and the answer's way back over HTTP. Symphony's
+// scheduler runs each batch as late as its deadlines allow, to make it
+// larger, so an answer on time for the frontend would often be late for
+// the caller. The gateway therefore asks the frontend to schedule each
+// request by its SLO (or its own timeout) less Config.HTTPBudget, the
+// deadline argument of Infer; that earlier deadline never cancels the
+// request, whose answer may still reach the caller in time.
 //
 // # Status codes
 //
-// Every error body is {"error": "..."}.
+// Every error body is {"error": "...", "reason": "..."}: the protocol's
+// message for people, and a reason for programs (the Reason constants):
+// a frontend error's class ("not connected", "scheduler lost", ...), a
+// drop's "drop: " and its frontend.DropReason ("drop: overload"), a
+// backend failure's "backend: " and its cause's kind ("backend: input
+// unavailable"). ResponseError turns an answer back into the frontend
+// package's typed error, so that a Go client (`symphony bench --gateway`)
+// reports outcomes as an embedded client does.
 //
-//	400  malformed request (JSON, shapes, sizes, datatypes, timeouts) and frontend.ErrBadDeadline
-//	404  unknown model (frontend.ErrUnknownModel) or unknown path
-//	405  wrong method on a known path
-//	408  the request's own timeout expired before it ran (a canceled drop or context error with the deadline passed)
-//	413  body larger than Config.MaxBodyBytes
-//	500  frontend.ErrRefused (the scheduler refused the descriptor: clock skew between hosts), and any error the gateway does not recognize (details logged, not returned)
-//	502  frontend.BackendError: the request reached a GPU but no result came back
-//	503  frontend.ErrNotConnected, frontend.ErrSchedulerLost, frontend.ErrClosed, and drops for deadline, overload or shutdown
+//	400  malformed request (JSON, shapes, sizes, datatypes, timeouts): "bad request"; frontend.ErrBadDeadline: "bad deadline"
+//	404  unknown model (frontend.ErrUnknownModel): "unknown model"; unknown path: "not found"
+//	405  wrong method on a known path: "method not allowed"
+//	408  the body did not arrive within Config.ReadTimeout: "read timeout" (the connection is then closed)
+//	413  body larger than Config.MaxBodyBytes: "body too large"
+//	500  frontend.ErrRefused (the scheduler refused the descriptor: clock skew between hosts): "refused"; any error the gateway does not recognize: "internal" (details logged, not returned)
+//	502  frontend.BackendError, the request reached a GPU but no result came back: "backend: KIND"
+//	503  drops for overload or shutdown, deadline drops of requests whose deadline was the model's SLO: "drop: REASON"; frontend.ErrNotConnected, frontend.ErrSchedulerLost, frontend.ErrClosed; the gateway's caps: "drop: gateway busy"
+//	504  the request's own timeout could not be met: it expired ("drop: canceled", or "timeout"), or it was shorter than the model's SLO and the request was dropped for its deadline ("drop: deadline")
 //
 // Overload drops get 503, not 429: Symphony sheds requests because the
 // cluster as a whole is short of GPU time, not because this caller sent too
 // many, and 503 is what load balancers and retry policies read as "try
 // another replica or come back later". Drops for deadline, overload and
-// shutdown, ErrNotConnected and ErrSchedulerLost carry a Retry-After of Config.RetryAfter
-// (rounded up to whole seconds) since those conditions pass; ErrClosed does
-// not, since that frontend is going away. When the caller disconnects the
-// gateway writes nothing and logs status 499.
+// shutdown, ErrNotConnected, ErrSchedulerLost and the caps carry a
+// Retry-After of Config.RetryAfter (rounded up to whole seconds) since
+// those conditions pass; ErrClosed does not, since that frontend is going
+// away. A deadline the caller chose, shorter than the SLO, that cannot be
+// met is a 504 without Retry-After: retrying the same request with the same
+// timeout would most likely miss it again, and the caller, not the cluster,
+// decides whether a longer one is worth it (408 is kept for its RFC 9110
+// meaning, a request that did not arrive in time, which some clients
+// retry on their own). When the caller disconnects the gateway writes
+// nothing and logs status 499.
 package gateway

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"io"
+	"math"
 	"strconv"
 	"testing"
 )
@@ -42,6 +45,86 @@ func FuzzDecodeInferRequest(f *testing.F) {
 		}
 		if req.Timeout < 0 || req.OutputName == "" {
 			t.Fatalf("timeout %v, output name %q", req.Timeout, req.OutputName)
+		}
+	})
+}
+
+// FuzzReadGrowing reads arbitrary bodies in arbitrary pieces against
+// arbitrary announced lengths and limits: every byte comes back, and the
+// buffer stays within twice what arrived (plus the initial capacity),
+// whatever was announced.
+func FuzzReadGrowing(f *testing.F) {
+	f.Add([]byte("{}"), int64(2), uint8(0), int64(64<<20))
+	f.Add([]byte("{"), int64(64<<20), uint8(1), int64(64<<20))
+	f.Add(bytes.Repeat([]byte("x"), initialBodyCap+1), int64(-1), uint8(7), int64(1<<20))
+	f.Add([]byte{}, int64(0), uint8(3), int64(1))
+	f.Add([]byte("abc"), int64(1), uint8(0), int64(math.MaxInt64))
+	f.Fuzz(func(t *testing.T, data []byte, announced int64, piece uint8, limit int64) {
+		if limit <= 0 {
+			limit = 1
+		}
+		if announced < 0 {
+			announced = -1
+		}
+		got, err := readGrowing(&pieces{data: data, n: int(piece)%64 + 1}, announced, limit)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("got %d of %d bytes: %v", len(got), len(data), err)
+		}
+		if bound := 2*len(data) + initialBodyCap + 1; cap(got) > bound {
+			t.Fatalf("a buffer of %d for %d bytes", cap(got), len(data))
+		}
+	})
+}
+
+// pieces yields data n bytes at a time.
+type pieces struct {
+	data []byte
+	n    int
+}
+
+func (p *pieces) Read(b []byte) (int, error) {
+	if len(p.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(b[:min(len(b), p.n)], p.data)
+	p.data = p.data[k:]
+	return k, nil
+}
+
+// FuzzResponseError feeds the client side's reader of error answers
+// arbitrary bodies: it always returns an error, and never panics.
+func FuzzResponseError(f *testing.F) {
+	for _, s := range []string{
+		`{"error":"frontend: request for \"m\" dropped: overload","reason":"drop: overload"}`,
+		`{"error":"x","reason":"backend: input unavailable"}`,
+		`{"error":"x","reason":"backend"}`,
+		`{"error":"x","reason":"not connected"}`,
+		`{"error":"x","reason":"timeout"}`,
+		`{"error":"x"}`,
+		`{"reason":7}`,
+		`<html>bad gateway</html>`,
+		``,
+	} {
+		f.Add(503, []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if ResponseError("m", status, body) == nil {
+			t.Fatal("nil error")
+		}
+	})
+}
+
+// FuzzResponseBatch feeds the client side's reader of a response's batch
+// parameters arbitrary JSON: a batch it reports is a plausible one.
+func FuzzResponseBatch(f *testing.F) {
+	f.Add([]byte(`{"model_name":"m","parameters":{"batch_finished_ns":2000,"batch_size":4,"batch_started_ns":1000},"outputs":[]}`))
+	f.Add([]byte(`{"parameters":{"batch_size":-1,"batch_started_ns":1}}`))
+	f.Add([]byte(`{"parameters":{"batch_size":9223372036854775807,"batch_started_ns":1,"batch_finished_ns":1}}`))
+	f.Add([]byte(`{"parameters":7}`))
+	f.Fuzz(func(t *testing.T, head []byte) {
+		b, ok := ResponseBatch(head)
+		if ok && (b.Size <= 0 || b.Finished.Before(b.Started) || b.Started.UnixNano() <= 0) {
+			t.Fatalf("implausible batch %+v", b)
 		}
 	})
 }

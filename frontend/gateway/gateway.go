@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/symphony-serving/symphony/frontend"
 )
 
 // TimeoutHeader is the request header that bounds one request's latency, a
@@ -28,7 +26,13 @@ type Inferer interface {
 	// the result's raw bytes. It ends with one of the frontend package's
 	// errors, which the gateway maps to status codes, and it must honour
 	// ctx: its deadline shortens the request's, its cancellation drops it.
-	Infer(ctx context.Context, model string, input []byte) ([]byte, error)
+	// deadline, if not zero, is when the request should be answered by:
+	// the gateway sets it Config.HTTPBudget short of the model's SLO (or
+	// the request's own timeout), for the frontend to schedule by
+	// (frontend.WithDeadline). Unlike ctx's deadline it must not end the
+	// request: an answer a little after it still reaches the caller in
+	// time.
+	Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error)
 	// Model reports whether the model is served and whether it is ready
 	// (has GPUs / is connected).
 	Model(name string) (info ModelInfo, ok bool)
@@ -50,20 +54,65 @@ type ModelInfo struct {
 }
 
 // Config holds the gateway's settings. Start from Default: the zero Config
-// does not validate, so that a forgotten body limit fails loudly.
+// does not validate, so that a forgotten limit fails loudly.
 type Config struct {
 	// MaxBodyBytes caps an inference request's body, JSON and binary data
-	// together; larger bodies get 413 before they are buffered, since the
-	// gateway holds a whole body in memory to decode it.
+	// together; larger bodies get 413. The gateway holds a whole body in
+	// memory to decode it, but grows its buffer as the bytes arrive, never
+	// ahead of them to an announced Content-Length.
 	MaxBodyBytes int64
+	// MaxHeaderBytes caps a request's header. Inference requests carry a
+	// few hundred bytes of header; net/http's default of 1 MiB would let
+	// each slow connection hold a megabyte.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading a request's header, from a new
+	// connection's start or a kept-alive connection's next byte: a client
+	// that dribbles header bytes (slowloris) is closed after it.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, header and body; a body
+	// still arriving then is answered 408 and its connection closed. It is
+	// the bandwidth a client must have: 64 MiB in 10s is 54 Mbit/s, and a
+	// request that takes longer to send has missed any SLO by far.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds an inference request from its body's last byte
+	// to its answer's last byte: the inference, then the write. It must
+	// outlast the longest inference, the longest model SLO (the frontend
+	// ends every request by its deadline), or answers that come in time
+	// are cut off; CheckInference says whether it does. Past it, a
+	// client that does not read its answer is disconnected.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends no request for
+	// this long, so that idle connections do not hold MaxConnections slots.
+	IdleTimeout time.Duration
+	// MaxConnections caps the connections open at once (with Listener);
+	// past it a new connection is answered 503 with Retry-After and closed.
+	// Each open connection costs a file descriptor and a few tens of KiB.
+	MaxConnections int
+	// MaxInFlight caps the inference requests handed to the frontend at
+	// once; past it a request is answered 503 with Retry-After. The
+	// frontend ends every request by its SLO, so requests in
+	// flight are the rate times that at worst; the cap keeps a stalled
+	// cluster from piling up bodies and goroutines without bound.
+	MaxInFlight int
+	// HTTPBudget is the part of a request's SLO kept for HTTP: the
+	// caller's clock starts before the gateway has read the request and
+	// stops after the answer has crossed back, while the frontend's
+	// deadline counts from the request's arrival at the gateway. The
+	// scheduler runs batches as late as their deadlines allow, so without
+	// it answers on time for the frontend arrive late for the caller. The
+	// gateway schedules each request this much short of its SLO (or its
+	// own timeout), never by more than half of it.
+	HTTPBudget time.Duration
 	// RetryAfter is the Retry-After hint, rounded up to whole seconds, on
 	// 503s for conditions that pass (overload and deadline drops, a lost
-	// scheduler connection). Zero sends none.
+	// scheduler connection, the caps). Zero sends none.
 	RetryAfter time.Duration
 	// Version is the server version GET /v2 reports.
 	Version string
 	// Log receives the gateway's logs: one debug line per inference
-	// request and an error line for each 500. The zero Logger discards.
+	// request, an error line for each 500, and warnings (at most one every
+	// ten seconds of each kind) when the caps turn requests away. The zero
+	// Logger discards.
 	Log zerolog.Logger
 	// Observe, if set, is called once per inference request as it ends,
 	// for metrics: with the model ("" for one the frontend does not
@@ -73,19 +122,52 @@ type Config struct {
 }
 
 // Default returns the settings a gateway starts from: 64 MiB bodies, which
-// hold a batch of large images as binary data; a 1 s Retry-After, the
-// smallest the header can say; and no logging.
+// hold a batch of large images as binary data, and 64 KiB headers; 5s to
+// send a header and 10s a whole request; 10s from a body to its answer,
+// over the SLOs of the paper's zoos (20-400ms) many times; 30s of idle keep-alive; 4096 connections and 2048
+// requests in flight, far over the 1500 req/s demo's few dozen; a 2ms HTTP
+// budget, over the most the gateway path added to the demo's p99 latency
+// on loopback (docs/benchmarks.md); a 1s Retry-After, the smallest the
+// header can say; and no logging.
 func Default() Config {
-	return Config{MaxBodyBytes: 64 << 20, RetryAfter: time.Second, Version: "dev", Log: zerolog.Nop()}
+	return Config{
+		MaxBodyBytes: 64 << 20, MaxHeaderBytes: 64 << 10,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
+		MaxConnections: 4096, MaxInFlight: 2048, HTTPBudget: 2 * time.Millisecond,
+		RetryAfter: time.Second, Version: "dev", Log: zerolog.Nop(),
+	}
 }
 
-// Validate reports the first setting that makes no sense.
+// Validate reports the first setting that makes no sense. A zero timeout
+// or cap is refused rather than read as "none": each is what stands
+// between the gateway and a client that never finishes.
 func (c Config) Validate() error {
 	switch {
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("MaxBodyBytes %d must be positive", c.MaxBodyBytes)
-	case c.RetryAfter < 0:
-		return fmt.Errorf("RetryAfter %v must not be negative", c.RetryAfter)
+	case c.MaxHeaderBytes <= 0:
+		return fmt.Errorf("MaxHeaderBytes %d must be positive", c.MaxHeaderBytes)
+	case c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
+		return fmt.Errorf("timeouts (read header %v, read %v, write %v, idle %v) must be positive",
+			c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout)
+	case c.ReadHeaderTimeout > c.ReadTimeout:
+		return fmt.Errorf("ReadHeaderTimeout %v must not exceed ReadTimeout %v, which includes it", c.ReadHeaderTimeout, c.ReadTimeout)
+	case c.MaxConnections <= 0 || c.MaxInFlight <= 0:
+		return fmt.Errorf("MaxConnections %d and MaxInFlight %d must be positive", c.MaxConnections, c.MaxInFlight)
+	case c.RetryAfter < 0 || c.HTTPBudget < 0:
+		return fmt.Errorf("RetryAfter %v and HTTPBudget %v must not be negative", c.RetryAfter, c.HTTPBudget)
+	}
+	return nil
+}
+
+// CheckInference reports whether WriteTimeout outlasts an inference of
+// longest: the longest SLO of the models served.
+// The models are known only once the frontend has joined the scheduler, so
+// New cannot check it; a caller does when they are.
+func (c Config) CheckInference(longest time.Duration) error {
+	if c.WriteTimeout <= longest {
+		return fmt.Errorf("gateway write timeout %v does not outlast the longest inference (the longest SLO) of %v: answers that come in time would be cut off", c.WriteTimeout, longest)
 	}
 	return nil
 }
@@ -94,9 +176,13 @@ func (c Config) Validate() error {
 // of an Inferer. It is safe for concurrent use and keeps no per-request
 // state between requests.
 type Gateway struct {
-	inf Inferer
-	cfg Config
-	mux *http.ServeMux
+	inf   Inferer
+	cfg   Config
+	mux   *http.ServeMux
+	stats Stats
+	// capLog, busyLog and httpLog are Config.Log sampled to a line every
+	// ten seconds: what they report can repeat for every connection.
+	capLog, busyLog, httpLog zerolog.Logger
 }
 
 // New returns a gateway in front of inf, or an error if inf is nil or cfg
@@ -109,6 +195,10 @@ func New(inf Inferer, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{inf: inf, cfg: cfg, mux: http.NewServeMux()}
+	sampled := func() zerolog.Logger {
+		return cfg.Log.Sample(&zerolog.BurstSampler{Burst: 1, Period: 10 * time.Second})
+	}
+	g.capLog, g.busyLog, g.httpLog = sampled(), sampled(), sampled()
 	g.mux.HandleFunc("/v2", only(http.MethodGet, g.serverMetadata))
 	g.mux.HandleFunc("/v2/health/live", only(http.MethodGet, g.live))
 	g.mux.HandleFunc("/v2/health/ready", only(http.MethodGet, g.ready))
@@ -118,10 +208,13 @@ func New(inf Inferer, cfg Config) (*Gateway, error) {
 		g.mux.HandleFunc(m+"/infer", only(http.MethodPost, g.infer))
 	}
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return g, nil
 }
+
+// Stats returns the gateway's counters, for metrics.
+func (g *Gateway) Stats() *Stats { return &g.stats }
 
 // ServeHTTP routes a request to its endpoint.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +227,7 @@ func only(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 			w.Header().Set("Allow", method)
-			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s wants %s, not %s", r.URL.Path, method, r.Method))
+			writeError(w, http.StatusMethodNotAllowed, ReasonMethod, fmt.Sprintf("%s wants %s, not %s", r.URL.Path, method, r.Method))
 			return
 		}
 		h(w, r)
@@ -160,7 +253,7 @@ func (g *Gateway) modelReady(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
 	info, ok := g.inf.Model(name)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown model %q", name))
+		writeError(w, http.StatusNotFound, ReasonUnknownModel, fmt.Sprintf("unknown model %q", name))
 		return
 	}
 	writeJSON(w, okOr503(info.Ready), map[string]any{"name": name, "ready": info.Ready})
@@ -177,7 +270,7 @@ func (g *Gateway) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
 	info, ok := g.inf.Model(name)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown model %q", name))
+		writeError(w, http.StatusNotFound, ReasonUnknownModel, fmt.Sprintf("unknown model %q", name))
 		return
 	}
 	meta := map[string]any{
@@ -227,119 +320,122 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 			g.cfg.Observe(served, code, time.Since(start))
 		}
 	}()
-	fail := func(code int, msg string) {
+	fail := func(code int, reason, msg string) {
 		status, clientError = code, msg
-		writeError(w, code, msg)
+		writeError(w, code, reason, msg)
 	}
 
 	timeout, terr := headerTimeout(r.Header.Get(TimeoutHeader))
 	if terr != nil {
-		fail(http.StatusBadRequest, terr.Error())
+		fail(http.StatusBadRequest, ReasonBadRequest, terr.Error())
 		return
 	}
-	body, code, berr := readBody(w, r, g.cfg.MaxBodyBytes)
+	body, code, reason, berr := readBody(w, r, g.cfg.MaxBodyBytes)
 	if berr != nil {
-		fail(code, berr.Error())
+		fail(code, reason, berr.Error())
 		return
 	}
 	req, derr := decodeInferRequest(body, r.Header.Get(headerLengthHeader))
 	if derr != nil {
-		fail(http.StatusBadRequest, derr.Error())
+		fail(http.StatusBadRequest, ReasonBadRequest, derr.Error())
 		return
 	}
 	id, nIn = req.ID, len(req.Input)
 	if req.Timeout > 0 && (timeout == 0 || req.Timeout < timeout) {
 		timeout = req.Timeout
 	}
+	if n := g.stats.InFlight.Add(1); n > int64(g.cfg.MaxInFlight) {
+		g.stats.InFlight.Add(-1)
+		g.stats.RejectedRequests.Add(1)
+		g.busyLog.Warn().Int("max_in_flight", g.cfg.MaxInFlight).Uint64("rejected_total", g.stats.RejectedRequests.Load()).
+			Msg("gateway at its in-flight cap: answering inference requests 503 (logged at most every 10s)")
+		g.setRetryAfter(w)
+		fail(http.StatusServiceUnavailable, ReasonDropPrefix+string(DropBusy),
+			fmt.Sprintf("the gateway has its %d requests in flight; retry later", g.cfg.MaxInFlight))
+		return
+	}
+	defer g.stats.InFlight.Add(-1)
+	// The request's time starts now that it has arrived: a slow upload is
+	// the read timeout's business, not the SLO's. The answer may take the
+	// inference and then WriteTimeout to write, counted from now rather
+	// than from the header as net/http counts.
+	arrived := time.Now()
+	_ = http.NewResponseController(w).SetWriteDeadline(arrived.Add(g.cfg.WriteTimeout))
 	ctx := r.Context()
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithDeadline(ctx, arrived.Add(timeout))
 		defer cancel()
 	}
 
 	var out []byte
 	var batch Batch
+	info, known := g.inf.Model(model)
+	deadline := g.deadline(arrived, info.SLO, timeout)
 	if ti, ok := g.inf.(TimedInferer); ok {
-		out, batch, err = ti.InferTimed(ctx, model, req.Input)
+		out, batch, err = ti.InferTimed(ctx, model, req.Input, deadline)
 	} else {
-		out, err = g.inf.Infer(ctx, model, req.Input)
+		out, err = g.inf.Infer(ctx, model, req.Input, deadline)
 	}
 	if err != nil {
-		var retry bool
-		status, retry = errorStatus(ctx, err)
-		switch {
-		case status == statusClientGone:
-			return
-		case retry && g.cfg.RetryAfter > 0:
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(g.cfg.RetryAfter.Seconds()))))
-		}
-		msg := err.Error()
-		switch status {
-		case http.StatusInternalServerError:
-			if !errors.Is(err, frontend.ErrRefused) { // the one 500 whose cause the operator should read
-				msg = "internal error"
-			}
-		case http.StatusRequestTimeout:
-			msg = fmt.Sprintf("request timed out after %v: %v", timeout, err)
-		}
-		writeError(w, status, msg)
+		ownDeadline := known && timeout > 0 && timeout < info.SLO
+		g.writeInferError(ctx, w, timeout, ownDeadline, err, &status)
 		return
 	}
 	status, nOut = http.StatusOK, len(out)
 	writeInferResponse(w, model, r.PathValue("version"), req, out, batch)
 }
 
+// deadline is the deadline a request whose body arrived at arrived is
+// scheduled by: its model's SLO, or its own timeout if shorter, less the
+// HTTP budget (never more than half of it), since the caller's clock also
+// counts the request's way in and its answer's way back. Zero if the SLO
+// is unknown.
+func (g *Gateway) deadline(arrived time.Time, slo, timeout time.Duration) time.Time {
+	if slo <= 0 {
+		return time.Time{}
+	}
+	if timeout > 0 && timeout < slo {
+		slo = timeout
+	}
+	return arrived.Add(slo - min(g.cfg.HTTPBudget, slo/2))
+}
+
+// writeInferError answers a request that Infer ended with err, setting
+// *status to the code written (statusClientGone when nothing is, for a
+// caller that left). timeout is the request's own, 0 if it set none, and
+// ownDeadline says it was shorter than the model's SLO.
+func (g *Gateway) writeInferError(ctx context.Context, w http.ResponseWriter, timeout time.Duration, ownDeadline bool, err error, status *int) {
+	code, retry, reason := classify(ctx, err, ownDeadline)
+	*status = code
+	if code == statusClientGone {
+		return
+	}
+	if retry {
+		g.setRetryAfter(w)
+	}
+	msg := err.Error()
+	switch {
+	case code == http.StatusInternalServerError && reason != ReasonRefused:
+		msg = "internal error" // ErrRefused is the one 500 whose cause the caller should read
+	case code == http.StatusGatewayTimeout && ctx.Err() != nil:
+		msg = fmt.Sprintf("request timed out after %v: %v", timeout, err)
+	case code == http.StatusGatewayTimeout:
+		msg = fmt.Sprintf("the request's timeout of %v could not be met: %v", timeout, err)
+	}
+	writeError(w, code, reason, msg)
+}
+
+// setRetryAfter sets the Retry-After header, if the Config gives one.
+func (g *Gateway) setRetryAfter(w http.ResponseWriter) {
+	if g.cfg.RetryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfter(g.cfg.RetryAfter))
+	}
+}
+
 // statusClientGone is the status logged, never written, for a request
 // whose caller disconnected: nginx's 499, which no standard code covers.
 const statusClientGone = 499
-
-// errorStatus maps an Infer error to a status code, and says whether a
-// Retry-After hint fits. ctx is the request's context, whose state tells a
-// request that timed out (408) from one whose caller left (499).
-func errorStatus(ctx context.Context, err error) (status int, retry bool) {
-	var be *frontend.BackendError
-	switch {
-	case errors.Is(err, frontend.ErrUnknownModel):
-		return http.StatusNotFound, false
-	case errors.Is(err, frontend.ErrNotConnected), errors.Is(err, frontend.ErrSchedulerLost):
-		return http.StatusServiceUnavailable, true
-	case errors.Is(err, frontend.ErrClosed):
-		return http.StatusServiceUnavailable, false
-	case errors.Is(err, frontend.ErrBadDeadline):
-		return http.StatusBadRequest, false
-	case errors.Is(err, frontend.ErrRefused):
-		return http.StatusInternalServerError, false
-	case errors.As(err, &be):
-		return http.StatusBadGateway, false
-	}
-	if reason, ok := frontend.IsDrop(err); ok {
-		switch reason {
-		case frontend.DropCanceled:
-			return canceledStatus(ctx)
-		case frontend.DropDeadline, frontend.DropOverload, frontend.DropShutdown:
-			return http.StatusServiceUnavailable, true
-		}
-		return http.StatusServiceUnavailable, false
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return canceledStatus(ctx)
-	}
-	return http.StatusInternalServerError, false
-}
-
-// canceledStatus is the status of a request that ended because a context
-// ended: 408 if its own timeout expired, 499 (nothing written) if its
-// caller left, and 503 if neither, when something else canceled it.
-func canceledStatus(ctx context.Context) (int, bool) {
-	switch ctx.Err() {
-	case context.DeadlineExceeded:
-		return http.StatusRequestTimeout, false
-	case context.Canceled:
-		return statusClientGone, false
-	}
-	return http.StatusServiceUnavailable, false
-}
 
 // headerTimeout parses the X-Symphony-Timeout header; 0 when absent.
 func headerTimeout(v string) (time.Duration, error) {
@@ -353,34 +449,20 @@ func headerTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// readBody reads a body of at most max bytes, answering the status to use
-// on failure: 413 for too large, 400 for a body that could not be read.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int, error) {
-	tooBig := fmt.Errorf("request body is larger than %d bytes", max)
-	if r.ContentLength > max {
-		return nil, http.StatusRequestEntityTooLarge, tooBig
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead) // ReadFrom wants MinRead spare to see EOF
-	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, http.StatusRequestEntityTooLarge, tooBig
-		}
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %v", err)
-	}
-	return buf.Bytes(), 0, nil
-}
-
-// responseTensor is the one output tensor of a response.
+// responseTensor is the one output tensor of a response. Its parameters
+// are structs rather than maps, which encoding/json writes without sorting
+// keys or boxing values: the response is encoded once per request.
 type responseTensor struct {
 	Name       string          `json:"name"`
 	Datatype   string          `json:"datatype"`
 	Shape      []int           `json:"shape"`
-	Parameters map[string]int  `json:"parameters,omitempty"`
+	Parameters *tensorParams   `json:"parameters,omitempty"`
 	Data       json.RawMessage `json:"data,omitempty"`
+}
+
+// tensorParams are a binary output tensor's parameters.
+type tensorParams struct {
+	BinaryDataSize int `json:"binary_data_size"`
 }
 
 // inferResponse is the inference response object.
@@ -388,16 +470,25 @@ type inferResponse struct {
 	ModelName    string           `json:"model_name"`
 	ModelVersion string           `json:"model_version,omitempty"`
 	ID           string           `json:"id,omitempty"`
-	Parameters   map[string]int64 `json:"parameters,omitempty"`
+	Parameters   *batchParams     `json:"parameters,omitempty"`
 	Outputs      []responseTensor `json:"outputs"`
+}
+
+// batchParams are the response parameters that say which batch ran the
+// request (see TimedInferer), in the order a map would list them.
+type batchParams struct {
+	Finished int64 `json:"batch_finished_ns"`
+	Size     int64 `json:"batch_size"`
+	Started  int64 `json:"batch_started_ns"`
 }
 
 // TimedInferer is an Inferer that can also say how a request ran. The
 // gateway then returns the batch as response parameters: batch_size, and
 // batch_started_ns and batch_finished_ns (Unix ns), so that a remote load
-// generator can report batch sizes and GPU time as an embedded one does.
+// generator can report batch sizes and GPU time as an embedded one does
+// (ResponseBatch reads them back).
 type TimedInferer interface {
-	InferTimed(ctx context.Context, model string, input []byte) ([]byte, Batch, error)
+	InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, Batch, error)
 }
 
 // Batch is the batch a request ran in; the zero Batch says nothing.
@@ -413,12 +504,29 @@ const (
 	ParamBatchFinished = "batch_finished_ns"
 )
 
+// ResponseBatch reads the batch a request ran in from its response's JSON
+// object (the whole body, or the header of a binary one); ok is false
+// when the response does not say.
+func ResponseBatch(head []byte) (b Batch, ok bool) {
+	var resp struct {
+		Parameters batchParams `json:"parameters"`
+	}
+	if json.Unmarshal(head, &resp) != nil {
+		return Batch{}, false
+	}
+	p := resp.Parameters
+	if p.Size <= 0 || p.Started <= 0 || p.Finished < p.Started || p.Size > math.MaxInt32 {
+		return Batch{}, false
+	}
+	return Batch{Size: int(p.Size), Started: time.Unix(0, p.Started), Finished: time.Unix(0, p.Finished)}, true
+}
+
 // writeInferResponse writes out as one [n] UINT8 tensor, in JSON or, if
 // the request asked for it, in the binary data form.
 func writeInferResponse(w http.ResponseWriter, model, version string, req *inferRequest, out []byte, batch Batch) {
 	t := responseTensor{Name: req.OutputName, Datatype: "UINT8", Shape: []int{len(out)}}
 	if req.BinaryOutput {
-		t.Parameters = map[string]int{"binary_data_size": len(out)}
+		t.Parameters = &tensorParams{BinaryDataSize: len(out)}
 	} else {
 		data := make([]byte, 0, 2+4*len(out))
 		data = append(data, '[')
@@ -432,9 +540,7 @@ func writeInferResponse(w http.ResponseWriter, model, version string, req *infer
 	}
 	resp := inferResponse{ModelName: model, ModelVersion: version, ID: req.ID, Outputs: []responseTensor{t}}
 	if batch.Size > 0 && !batch.Started.IsZero() {
-		resp.Parameters = map[string]int64{
-			ParamBatchSize: int64(batch.Size), ParamBatchStarted: batch.Started.UnixNano(), ParamBatchFinished: batch.Finished.UnixNano(),
-		}
+		resp.Parameters = &batchParams{Size: int64(batch.Size), Started: batch.Started.UnixNano(), Finished: batch.Finished.UnixNano()}
 	}
 	if !req.BinaryOutput {
 		writeJSON(w, http.StatusOK, resp)
@@ -442,7 +548,7 @@ func writeInferResponse(w http.ResponseWriter, model, version string, req *infer
 	}
 	head, err := json.Marshal(resp)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "encoding the response")
+		writeError(w, http.StatusInternalServerError, ReasonInternal, "encoding the response")
 		return
 	}
 	h := w.Header()
@@ -466,9 +572,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(body)
 }
 
-// writeError writes the protocol's error object, {"error": msg}.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
+// writeError writes the protocol's error object with the gateway's reason:
+// {"error": msg, "reason": reason}.
+func writeError(w http.ResponseWriter, status int, reason, msg string) {
+	writeJSON(w, status, errorBody{Error: msg, Reason: reason})
 }
 
 func okOr503(ok bool) int {

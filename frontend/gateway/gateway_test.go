@@ -28,21 +28,22 @@ type fakeInferer struct {
 	ready  bool
 	infer  func(ctx context.Context, model string, input []byte) ([]byte, error)
 
-	mu     sync.Mutex
-	calls  int
-	input  []byte
-	model  string
-	dl     time.Time
-	hasDL  bool
-	called time.Time
+	mu       sync.Mutex
+	calls    int
+	input    []byte
+	model    string
+	dl       time.Time
+	hasDL    bool
+	called   time.Time
+	schedule time.Time // the deadline argument
 }
 
-func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte) ([]byte, error) {
+func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error) {
 	f.mu.Lock()
 	f.calls++
 	f.input, f.model = append([]byte(nil), input...), model
 	f.dl, f.hasDL = ctx.Deadline()
-	f.called = time.Now()
+	f.called, f.schedule = time.Now(), deadline
 	f.mu.Unlock()
 	if f.infer != nil {
 		return f.infer(ctx, model, input)
@@ -116,7 +117,23 @@ func TestConfig(t *testing.T) {
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default does not validate: %v", err)
 	}
-	for _, c := range []Config{{}, {MaxBodyBytes: -1}, {MaxBodyBytes: 1, RetryAfter: -time.Second}} {
+	bad := []Config{{}, {MaxBodyBytes: -1}}
+	for _, mod := range []func(*Config){
+		func(c *Config) { c.RetryAfter = -time.Second },
+		func(c *Config) { c.MaxHeaderBytes = 0 },
+		func(c *Config) { c.ReadHeaderTimeout = 0 },
+		func(c *Config) { c.ReadTimeout = 0 },
+		func(c *Config) { c.WriteTimeout = 0 },
+		func(c *Config) { c.IdleTimeout = -time.Second },
+		func(c *Config) { c.ReadHeaderTimeout = c.ReadTimeout + 1 },
+		func(c *Config) { c.MaxConnections = 0 },
+		func(c *Config) { c.MaxInFlight = -1 },
+	} {
+		c := Default()
+		mod(&c)
+		bad = append(bad, c)
+	}
+	for _, c := range bad {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v validates", c)
 		}
@@ -453,6 +470,9 @@ func TestInferBodyTooLarge(t *testing.T) {
 // reqBody is a valid one-input JSON request.
 var reqBody = []byte(`{"id":"q","inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`)
 
+// TestInferErrorMapping: each error Infer can end with gets its status,
+// Retry-After, message and reason, and ResponseError turns the answer
+// back into an error a report classifies as it would the original.
 func TestInferErrorMapping(t *testing.T) {
 	waitCtx := func(err error) func(context.Context, string, []byte) ([]byte, error) {
 		return func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
@@ -464,30 +484,38 @@ func TestInferErrorMapping(t *testing.T) {
 		return func(context.Context, string, []byte) ([]byte, error) { return nil, err }
 	}
 	drop := func(r frontend.DropReason) error { return &frontend.DropError{Model: "resnet", Reason: r} }
+	short := map[string]string{TimeoutHeader: "20ms"} // resnet's SLO is 100ms
+	long := map[string]string{TimeoutHeader: "1s"}
 	tests := []struct {
 		name    string
 		infer   func(context.Context, string, []byte) ([]byte, error)
 		hdr     map[string]string
 		code    int
 		retry   string
-		message string // substring of the error; "" expects an empty body
+		message string // substring of the error
+		reason  string
 	}{
-		{"unknown model", fail(frontend.ErrUnknownModel), nil, 404, "", "unknown model"},
-		{"wrapped unknown model", fail(fmt.Errorf("lookup: %w", frontend.ErrUnknownModel)), nil, 404, "", "unknown model"},
-		{"not connected", fail(frontend.ErrNotConnected), nil, 503, "1", "not connected"},
-		{"scheduler lost", fail(frontend.ErrSchedulerLost), nil, 503, "1", "lost the scheduler connection"},
-		{"closed", fail(frontend.ErrClosed), nil, 503, "", "client closed"},
-		{"bad deadline", fail(frontend.ErrBadDeadline), nil, 400, "", "bad deadline"},
-		{"backend", fail(&frontend.BackendError{Model: "resnet", Backend: "gpu3", Cause: "executor failed"}), nil, 502, "", "executor failed"},
-		{"deadline drop", fail(drop(frontend.DropDeadline)), nil, 503, "1", "dropped: deadline"},
-		{"overload drop", fail(drop(frontend.DropOverload)), nil, 503, "1", "dropped: overload"},
-		{"shutdown drop", fail(drop(frontend.DropShutdown)), nil, 503, "1", "dropped: shutdown"},
-		{"unknown drop reason", fail(drop("eaten")), nil, 503, "", "eaten"},
-		{"canceled by own timeout", waitCtx(drop(frontend.DropCanceled)), map[string]string{TimeoutHeader: "1ms"}, 408, "", "timed out after 1ms"},
-		{"context error on own timeout", waitCtx(context.DeadlineExceeded), map[string]string{TimeoutHeader: "1ms"}, 408, "", "timed out"},
-		{"canceled with context alive", fail(drop(frontend.DropCanceled)), nil, 503, "", "canceled"},
-		{"refused by the scheduler", fail(fmt.Errorf("%w for %q: clock ahead?", frontend.ErrRefused, "resnet")), nil, 500, "", "clock ahead?"},
-		{"anything else", fail(errors.New("secret internals")), nil, 500, "", "internal error"},
+		{"unknown model", fail(frontend.ErrUnknownModel), nil, 404, "", "unknown model", ReasonUnknownModel},
+		{"wrapped unknown model", fail(fmt.Errorf("lookup: %w", frontend.ErrUnknownModel)), nil, 404, "", "unknown model", ReasonUnknownModel},
+		{"not connected", fail(frontend.ErrNotConnected), nil, 503, "1", "not connected", ReasonNotConnected},
+		{"scheduler lost", fail(frontend.ErrSchedulerLost), nil, 503, "1", "lost the scheduler connection", ReasonSchedulerLost},
+		{"closed", fail(frontend.ErrClosed), nil, 503, "", "client closed", ReasonClosed},
+		{"bad deadline", fail(frontend.ErrBadDeadline), nil, 400, "", "bad deadline", ReasonBadDeadline},
+		{"backend", fail(&frontend.BackendError{Model: "resnet", Backend: "gpu3", Cause: "executor failed: out of memory"}), nil, 502, "", "executor failed", "backend: executor failed"},
+		{"backend without a cause", fail(&frontend.BackendError{Model: "resnet"}), nil, 502, "", "failed on its backend", ReasonBackend},
+		{"deadline drop", fail(drop(frontend.DropDeadline)), nil, 503, "1", "dropped: deadline", "drop: deadline"},
+		{"deadline drop, timeout over the SLO", fail(drop(frontend.DropDeadline)), long, 503, "1", "dropped: deadline", "drop: deadline"},
+		{"deadline drop of a timeout under the SLO", fail(drop(frontend.DropDeadline)), short, 504, "", "timeout of 20ms could not be met", "drop: deadline"},
+		{"overload drop", fail(drop(frontend.DropOverload)), nil, 503, "1", "dropped: overload", "drop: overload"},
+		{"overload drop of a timeout under the SLO", fail(drop(frontend.DropOverload)), short, 503, "1", "dropped: overload", "drop: overload"},
+		{"shutdown drop", fail(drop(frontend.DropShutdown)), nil, 503, "1", "dropped: shutdown", "drop: shutdown"},
+		{"expired: no answer by the deadline", fail(drop(frontend.DropExpired)), nil, 504, "", "dropped: expired", "drop: expired"},
+		{"unknown drop reason", fail(drop("eaten")), nil, 503, "", "eaten", "drop: eaten"},
+		{"canceled by own timeout", waitCtx(drop(frontend.DropCanceled)), map[string]string{TimeoutHeader: "1ms"}, 504, "", "timed out after 1ms", "drop: canceled"},
+		{"context error on own timeout", waitCtx(context.DeadlineExceeded), map[string]string{TimeoutHeader: "1ms"}, 504, "", "timed out", ReasonTimeout},
+		{"canceled with context alive", fail(drop(frontend.DropCanceled)), nil, 503, "", "canceled", "drop: canceled"},
+		{"refused by the scheduler", fail(fmt.Errorf("%w for %q: clock ahead?", frontend.ErrRefused, "resnet")), nil, 500, "", "clock ahead?", ReasonRefused},
+		{"anything else", fail(errors.New("secret internals")), nil, 500, "", "internal error", ReasonInternal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -503,8 +531,55 @@ func TestInferErrorMapping(t *testing.T) {
 			if msg := errorOf(t, w); !strings.Contains(msg, tc.message) || strings.Contains(msg, "secret") {
 				t.Errorf("error %q, want it to mention %q", msg, tc.message)
 			}
+			if got := reasonOf(t, w); got != tc.reason {
+				t.Errorf("reason %q, want %q", got, tc.reason)
+			}
+			_, orig := tc.infer(expired(), "resnet", nil)
+			back := ResponseError("resnet", w.Code, w.Body.Bytes())
+			if a, b := outcome(orig), outcome(back); a != b {
+				t.Errorf("ResponseError gives %v (%s), the gateway was given %v (%s)", back, b, orig, a)
+			}
 		})
 	}
+}
+
+// expired is a context whose deadline has passed.
+func expired() context.Context {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	cancel()
+	return ctx
+}
+
+// outcome names an Infer error as the load generator's reports do: the
+// drop reason, or the failure's class and, for a backend, its cause's kind.
+func outcome(err error) string {
+	var be *frontend.BackendError
+	if r, ok := frontend.IsDrop(err); ok {
+		return "drop " + string(r)
+	}
+	if errors.As(err, &be) {
+		kind, _, _ := strings.Cut(be.Cause, ":")
+		return "backend " + kind
+	}
+	for _, e := range []error{frontend.ErrUnknownModel, frontend.ErrNotConnected, frontend.ErrSchedulerLost, frontend.ErrClosed,
+		frontend.ErrBadDeadline, frontend.ErrRefused, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "other"
+}
+
+// reasonOf returns the reason of a JSON error body.
+func reasonOf(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var e struct {
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	return e.Reason
 }
 
 func TestRetryAfterRoundsUpAndCanBeOff(t *testing.T) {
@@ -569,6 +644,16 @@ func TestTimeouts(t *testing.T) {
 			w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/infer", []byte(tc.body), hdr)
 			if w.Code != 200 {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			// The frontend schedules by the SLO or the timeout, whichever
+			// is shorter, less the HTTP budget (at most half of it).
+			eff := f.models["resnet"].SLO
+			if tc.want > 0 && tc.want < eff {
+				eff = tc.want
+			}
+			eff -= min(Default().HTTPBudget, eff/2)
+			if f.schedule.Before(start.Add(eff)) || f.schedule.After(f.called.Add(eff)) {
+				t.Errorf("scheduled by %v, want %v after a moment in [%v, %v]", f.schedule, eff, start, f.called)
 			}
 			if tc.want == 0 {
 				if f.hasDL {
@@ -687,8 +772,8 @@ type timedFake struct {
 	batch Batch
 }
 
-func (f timedFake) InferTimed(ctx context.Context, model string, input []byte) ([]byte, Batch, error) {
-	out, err := f.Infer(ctx, model, input)
+func (f timedFake) InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, Batch, error) {
+	out, err := f.Infer(ctx, model, input, deadline)
 	return out, f.batch, err
 }
 
@@ -715,6 +800,9 @@ func TestTimedInfererReportsTheBatch(t *testing.T) {
 		if resp.Parameters[k] != v {
 			t.Errorf("parameter %s = %d, want %d (%s)", k, resp.Parameters[k], v, rec.Body)
 		}
+	}
+	if b, ok := ResponseBatch(rec.Body.Bytes()); !ok || b.Size != f.batch.Size || !b.Started.Equal(f.batch.Started) || !b.Finished.Equal(f.batch.Finished) {
+		t.Errorf("ResponseBatch reads %+v %v, want %+v", b, ok, f.batch)
 	}
 	// A plain Inferer adds no parameters.
 	rec = do(newGateway(t, newFake(), nil), http.MethodPost, "/v2/models/resnet/infer", body, nil)
@@ -758,5 +846,29 @@ func TestObserveSeesEveryInference(t *testing.T) {
 		{"resnet", http.StatusRequestEntityTooLarge}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("observed %v; want %v", got, want)
+	}
+}
+
+// The frontend schedules a request by its SLO, or its own timeout if
+// shorter, less the HTTP budget, which never takes more than half.
+func TestSchedulingDeadlineKeepsTheHTTPBudget(t *testing.T) {
+	at := time.Unix(1000, 0)
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		budget, slo, timeout, want time.Duration // want: after at; 0 for no deadline
+	}{
+		{2 * ms, 100 * ms, 0, 98 * ms},
+		{2 * ms, 100 * ms, 20 * ms, 18 * ms},
+		{2 * ms, 100 * ms, time.Second, 98 * ms},
+		{2 * ms, 100 * ms, ms, ms / 2},
+		{2 * ms, 3 * ms, 0, 3*ms - 3*ms/2},
+		{0, 100 * ms, 0, 100 * ms},
+		{2 * ms, 0, 20 * ms, 0},
+	} {
+		g := newGateway(t, newFake(), func(c *Config) { c.HTTPBudget = tc.budget })
+		got := g.deadline(at, tc.slo, tc.timeout)
+		if (tc.want == 0) != got.IsZero() || (tc.want != 0 && got.Sub(at) != tc.want) {
+			t.Errorf("budget %v, SLO %v, timeout %v: deadline %v after, want %v", tc.budget, tc.slo, tc.timeout, got.Sub(at), tc.want)
+		}
 	}
 }

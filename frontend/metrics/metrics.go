@@ -1,7 +1,8 @@
 // Package metrics exports a frontend's request outcomes in the Prometheus
 // format: per model and status, the inference requests its KServe gateway
-// answered and how long they took, and the client's own end counts
-// (answered, dropped, failed), which cover embedded callers too.
+// answered and how long they took, what its connection and in-flight caps
+// turned away, and the client's own end counts (answered, dropped,
+// failed), which cover embedded callers too.
 package metrics
 
 import (
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/gateway"
 )
 
 // Metrics holds a frontend's metrics on a registry of its own.
@@ -50,6 +52,25 @@ func New(stats *frontend.Stats) *Metrics {
 		ends("failed_requests_total", "Requests that ended with an error.", stats.Failed.Load),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Gateway exports the gateway's connection and in-flight counts, and what
+// its caps turned away, from stats (Gateway.Stats()). It is separate from
+// New because the gateway is built after its Observe hook, which is m's.
+func (m *Metrics) Gateway(stats *gateway.Stats) {
+	gauge := func(name, help string, v func() int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "symphony_gateway_" + name, Help: help},
+			func() float64 { return float64(v()) })
+	}
+	counter := func(name, help string, v func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "symphony_gateway_" + name, Help: help},
+			func() float64 { return float64(v()) })
+	}
+	m.reg.MustRegister(
+		gauge("open_connections", "Connections to the gateway open now.", stats.OpenConns.Load),
+		counter("rejected_connections_total", "Connections answered 503 and closed because the gateway had its --max-connections open.", stats.RejectedConns.Load),
+		gauge("in_flight_requests", "Inference requests the gateway has handed to the frontend and not yet answered.", stats.InFlight.Load),
+		counter("rejected_requests_total", "Inference requests answered 503 because the gateway had its --max-in-flight requests in flight.", stats.RejectedRequests.Load))
 }
 
 // Observe records one gateway request; it is gateway.Config.Observe.

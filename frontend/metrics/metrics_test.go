@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/gateway"
 )
 
 func TestHandlerExportsRequestsAndEnds(t *testing.T) {
@@ -17,6 +18,12 @@ func TestHandlerExportsRequestsAndEnds(t *testing.T) {
 	st.Dropped.Store(2)
 	st.Failed.Store(1)
 	m := New(&st)
+	var gs gateway.Stats
+	gs.OpenConns.Store(5)
+	gs.RejectedConns.Store(3)
+	gs.InFlight.Store(4)
+	gs.RejectedRequests.Store(7)
+	m.Gateway(&gs)
 	m.Observe("resnet", 200, 12*time.Millisecond)
 	m.Observe("resnet", 200, 30*time.Millisecond)
 	m.Observe("resnet", 503, time.Millisecond)
@@ -36,6 +43,10 @@ func TestHandlerExportsRequestsAndEnds(t *testing.T) {
 		"symphony_frontend_answered_requests_total 6\n",
 		"symphony_frontend_dropped_requests_total 2\n",
 		"symphony_frontend_failed_requests_total 1\n",
+		"symphony_gateway_open_connections 5\n",
+		"symphony_gateway_rejected_connections_total 3\n",
+		"symphony_gateway_in_flight_requests 4\n",
+		"symphony_gateway_rejected_requests_total 7\n",
 		"process_cpu_seconds_total",
 	} {
 		if !strings.Contains(text, want) {
