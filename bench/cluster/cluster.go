@@ -76,7 +76,8 @@ func (c *Config) dataPath(name string) rdma.Config {
 
 // FromWorkload fills the scheduler side of a Config from a workload file:
 // its models and policy, its network delays raised to the live floor
-// (service.LiveDelays), and its GPUs spread over backends of up to 4 GPUs each.
+// (service.LiveDelays), and its GPUs spread over backends as
+// workload.Cluster.Backends says.
 func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Config, error) {
 	if w.Policy == scheduler.PolicyNexus {
 		return Config{}, errors.New("cluster: the nexus policy exists only in the simulator")
@@ -89,12 +90,7 @@ func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Confi
 	for _, m := range w.Models {
 		c.Models = append(c.Models, service.Model{Name: m.Name, Profile: m.Profile, SLO: m.SLO, InputBytes: m.InputBytes})
 	}
-	gpus := w.Cluster.GPUs
-	c.GPUsPerBackend = min(4, gpus)
-	c.Backends = (gpus + c.GPUsPerBackend - 1) / c.GPUsPerBackend
-	if c.Backends*c.GPUsPerBackend != gpus {
-		c.GPUsPerBackend, c.Backends = 1, gpus
-	}
+	c.Backends, c.GPUsPerBackend = w.Cluster.Backends()
 	return c, nil
 }
 

@@ -23,6 +23,9 @@ type Report struct {
 	// Epochs has one record per run of the epoch job, when the workload
 	// has one (§4.7 and §4.4 in the simulator).
 	Epochs []EpochRecord `json:"epochs,omitempty"`
+	// Faults is how the run fared under its fault scenario, when the
+	// workload has one.
+	Faults *FaultReport `json:"faults,omitempty"`
 
 	// Latency holds every answered request's end-to-end latency, for plots.
 	Latency *Histogram `json:"-"`

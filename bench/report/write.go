@@ -163,10 +163,63 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		ew.printf("goodput %s req/s at multiplier %s\n", fmtNum(g.GoodputRPS, 1), fmtNum(g.Multiplier, 4))
 	}
+	if f := r.Faults; f != nil {
+		writeFaults(ew, f)
+	}
 	if ew.err != nil {
 		return fmt.Errorf("report: WriteTable: %w", ew.err)
 	}
 	return nil
+}
+
+// writeFaults writes the fault report: each phase's goodput, bad rate and
+// leading reasons, then each fault's recovery.
+func writeFaults(ew *errWriter, f *FaultReport) {
+	ew.printf("\nfault phases (requests by arrival)\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "from s\tto s\tgoodput rps\tbad %\tbad by reason\tphase\n")
+	for _, p := range f.Phases {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fmtNum(p.FromSeconds, 2), fmtNum(p.ToSeconds, 2),
+			fmtNum(p.GoodputRPS, 1), fmtNum(100*p.BadRate, 2), orDash(reasonsText(p.Reasons, 3)), p.Label)
+	}
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		ew.err = err
+	}
+	ew.printf("recovery (bad rate back to <= %s%%, in %sms buckets by arrival)\n", fmtNum(100*f.RecoveryThreshold, 2), fmtNum(1000*f.BucketSeconds, 0))
+	for _, e := range f.Faults {
+		if e.Recovered {
+			ew.printf("  %s: %ss after %ss\n", e.Description, fmtNum(e.RecoverySeconds, 1), fmtNum(e.EndSeconds, 2))
+		} else {
+			ew.printf("  %s: not recovered in the %ss after %ss\n", e.Description, fmtNum(e.RecoverySeconds, 1), fmtNum(e.EndSeconds, 2))
+		}
+	}
+}
+
+// reasonsText lists the n commonest reasons with their counts, commonest
+// first: "expired 120, backend stalled 80".
+func reasonsText(reasons map[string]uint64, n int) string {
+	keys := make([]string, 0, len(reasons))
+	for k := range reasons {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(reasons[b], reasons[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	var s string
+	for i, k := range keys {
+		if i == n {
+			s += ", ..."
+			break
+		}
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %d", k, reasons[k])
+	}
+	return s
 }
 
 // tableModels returns the models WriteTable lists: all of them in report

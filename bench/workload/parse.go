@@ -189,7 +189,7 @@ type parser struct {
 	delays scheduler.Delays
 }
 
-var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "drop_policy", "schedule_ahead", "nexus_frontends", "autoscale_window", "epoch"}
+var topKeys = []string{"seed", "duration", "warmup", "cluster", "network", "models", "zoo", "policy", "schedulable", "drop_policy", "schedule_ahead", "nexus_frontends", "autoscale_window", "epoch", "faults"}
 
 // workload walks the root mapping.
 func (p *parser) workload(root *yaml.Node) (*Workload, error) {
@@ -296,10 +296,15 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 	if n := w.expectedRequests(); n > MaxRequests {
 		return nil, p.ErrAt(m.Node, "models", "workload too large: the rates offer about %.3g requests over %v (warmup and duration), more than %.0g; is a rate off by a few zeros?", n, p.runLength, float64(MaxRequests))
 	}
+	if v, ok := m.Lookup("faults"); ok {
+		if w.Faults, err = p.faults(v, "faults", w.Cluster, p.runLength); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
 }
 
-var clusterKeys = []string{"gpus", "gpu_types"}
+var clusterKeys = []string{"gpus", "gpu_types", "backends"}
 var gpuTypeKeys = []string{"name", "count", "memory", "price_per_hour"}
 
 func (p *parser) cluster(n *yaml.Node, path string) (Cluster, error) {
@@ -376,6 +381,14 @@ func (p *parser) cluster(n *yaml.Node, path string) (Cluster, error) {
 			return c, p.ErrAt(m.KeyNode("gpus"), m.At("gpus"), "%d disagrees with the %d GPUs that gpu_types lists (give one or make them agree)", gpus, c.GPUs)
 		}
 		c.GPUs = gpus
+	}
+	if v, ok := m.Lookup("backends"); ok {
+		if c.BackendCount, err = p.IntIn(v, m.At("backends"), 1, c.GPUs); err != nil {
+			return c, err
+		}
+		if c.GPUs%c.BackendCount != 0 {
+			return c, p.ErrAt(v, m.At("backends"), "%d backends cannot share %d GPUs evenly", c.BackendCount, c.GPUs)
+		}
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -560,6 +561,17 @@ func TestParseErrors(t *testing.T) {
 		{"daily without period", model("    slo: 10ms", "    daily_rate: {low: 1, high: 2}"), []string{"test.yaml:6: models[0].daily_rate.period: required"}},
 		{"daily tiny step", "duration: 1000h\n" + model("    slo: 10ms", "    daily_rate: {low: 1, high: 2, period: 1h, step: 1ns}"), []string{"models[0].daily_rate: workload too large"}},
 		{"daily and rate", model("    slo: 10ms", "    rate: 1", "    daily_rate: {low: 1, high: 2, period: 1h}"), []string{"rate and daily_rate are mutually exclusive"}},
+		{"fault unknown action", faulty("{at: 1s, action: stal, target: backend-0, for: 1s}"), []string{`test.yaml:5: faults[0].action: unknown action "stal"`, `did you mean "stall"`}},
+		{"fault unknown target", faulty("{at: 1s, action: kill, target: gpu-0}"), []string{`test.yaml:5: faults[0].target: unknown target "gpu-0" (want backend-N, scheduler or frontend-N)`}},
+		{"fault backend out of range", faulty("{at: 1s, action: kill, target: backend-2}"), []string{"test.yaml:5: faults[0].target: backend-2: the cluster has 1 backends (backend-0 to backend-0)"}},
+		{"fault second frontend", faulty("{at: 1s, action: kill, target: frontend-1}"), []string{"faults[0].target: frontend-1: the load runs through one frontend, frontend-0"}},
+		{"stall without for", faulty("{at: 1s, action: stall, target: backend-0}"), []string{"test.yaml:5: faults[0]: a stall needs a positive for"}},
+		{"cut with for", faulty("{at: 1s, action: cut, target: frontend-0, for: 1s}"), []string{"faults[0].for: a cut has no duration"}},
+		{"cut the scheduler", faulty("{at: 1s, action: cut, target: scheduler}"), []string{"faults[0].target: cut closes a backend's or a frontend's connection"}},
+		{"fault after the run", faulty("{at: 40s, action: kill, target: scheduler}"), []string{"faults[0].at: 40s is not before the run's end (warmup plus duration: 35s)"}},
+		{"fault without at", faulty("{action: kill, target: scheduler}"), []string{"faults[0].at: required"}},
+		{"faults not a list", "faults: {at: 1s}\n" + base + "  - {name: m, profile: zoo:table4/ResNet50, rate: 1}\n", []string{"test.yaml:1: faults: want a list of faults"}},
+		{"backends do not divide", "cluster: {gpus: 6, backends: 4}\nmodels:\n  - {name: m, profile: zoo:table4/ResNet50, rate: 1}\n", []string{"test.yaml:1: cluster.backends: 4 backends cannot share 6 GPUs evenly"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -578,6 +590,59 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error %T is not an *Error", err)
 			}
 		})
+	}
+}
+
+// faulty is a valid workload with the given fault list entry.
+func faulty(fault string) string {
+	return base + "  - {name: m, profile: zoo:table4/ResNet50, rate: 1}\nfaults:\n  - " + fault + "\n"
+}
+
+// A fault list comes out in time order, with each fault's target and
+// restart; cluster.backends sets how many backends share the GPUs, and
+// both the live cluster and the simulator read the layout from Backends.
+func TestParseFaults(t *testing.T) {
+	in := "cluster: {gpus: 8, backends: 2}\nmodels:\n  - {name: m, profile: zoo:table4/ResNet50, rate: 1}\nfaults:\n" +
+		"  - {at: 9s, action: restart, target: backend-1}\n" +
+		"  - {at: 4s, action: stall, target: backend-0, for: 6s}\n" +
+		"  - {at: 12s, action: kill, target: scheduler, for: 1s}\n" +
+		"  - {at: 13s, action: drain, target: backend-0}\n" +
+		"  - {at: 14s, action: cut, target: frontend-0}\n"
+	w, err := Parse([]byte(in), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Fault{
+		{At: 4 * time.Second, Action: FaultStall, Target: FaultTarget{Kind: TargetBackend, Index: 0}, For: 6 * time.Second},
+		{At: 9 * time.Second, Action: FaultRestart, Target: FaultTarget{Kind: TargetBackend, Index: 1}, Restarts: true},
+		{At: 12 * time.Second, Action: FaultKill, Target: FaultTarget{Kind: TargetScheduler}, For: time.Second, Restarts: true},
+		{At: 13 * time.Second, Action: FaultDrain, Target: FaultTarget{Kind: TargetBackend, Index: 0}},
+		{At: 14 * time.Second, Action: FaultCut, Target: FaultTarget{Kind: TargetFrontend}},
+	}
+	if !slices.Equal(w.Faults, want) {
+		t.Errorf("faults\n%+v\nwant\n%+v", w.Faults, want)
+	}
+	if n, each := w.Cluster.Backends(); n != 2 || each != 4 {
+		t.Errorf("Backends() = %d of %d GPUs, want 2 of 4", n, each)
+	}
+	if got := w.Faults[0].String(); got != "4s stall backend-0 for 6s" {
+		t.Errorf("String %q", got)
+	}
+	if w.Faults[0].End() != 10*time.Second || w.Faults[2].End() != 13*time.Second || w.Faults[3].End() != 13*time.Second {
+		t.Errorf("ends %v %v %v", w.Faults[0].End(), w.Faults[2].End(), w.Faults[3].End())
+	}
+	if err := w.Validate(); err != nil {
+		t.Errorf("a parsed scenario fails Validate: %v", err)
+	}
+	if s := w.Scaled(2); &s.Faults[0] == &w.Faults[0] || !slices.Equal(s.Faults, w.Faults) {
+		t.Error("Scaled does not copy the faults")
+	}
+	for _, tc := range []struct {
+		gpus, count, n, each int
+	}{{8, 0, 2, 4}, {6, 0, 6, 1}, {2, 0, 1, 2}, {12, 3, 3, 4}} {
+		if n, each := (Cluster{GPUs: tc.gpus, BackendCount: tc.count}).Backends(); n != tc.n || each != tc.each {
+			t.Errorf("%d GPUs, backends %d: %d of %d, want %d of %d", tc.gpus, tc.count, n, each, tc.n, tc.each)
+		}
 	}
 }
 

@@ -46,6 +46,9 @@ type Workload struct {
 	// the models into sub-clusters, sizes them and applies the autoscaler's
 	// advice every Epoch.Interval, within Cluster.GPUs.
 	Epoch *Epoch
+	// Faults is the fault scenario, in time order: what demo plays against
+	// its in-process cluster and the simulator against its model of it.
+	Faults []Fault
 }
 
 // Epoch configures the epoch job (paper §4.7 and §4.4) in a simulation.
@@ -87,6 +90,9 @@ type Cluster struct {
 	// GPUs is the total number of GPUs (the sum over GPUTypes when given).
 	GPUs     int
 	GPUTypes []GPUType
+	// BackendCount is how many backend processes share the GPUs evenly
+	// (cluster.backends); 0 lets Backends choose.
+	BackendCount int
 }
 
 // GPUType is one kind of GPU in a heterogeneous pool, for placement and cost.
@@ -255,6 +261,7 @@ func (w *Workload) Scaled(k float64) *Workload {
 		}
 		c.Models[i] = m
 	}
+	c.Faults = slices.Clone(w.Faults)
 	return &c
 }
 
@@ -270,6 +277,29 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("workload %s: cluster.gpus must be at least 1", w.Source)
 	case len(w.Models) == 0:
 		return fmt.Errorf("workload %s: no models", w.Source)
+	case w.Cluster.BackendCount < 0 || w.Cluster.BackendCount > 0 && w.Cluster.GPUs%w.Cluster.BackendCount != 0:
+		return fmt.Errorf("workload %s: cluster.backends %d does not divide cluster.gpus %d", w.Source, w.Cluster.BackendCount, w.Cluster.GPUs)
+	}
+	backends, _ := w.Cluster.Backends()
+	for i, f := range w.Faults {
+		switch {
+		case f.At < 0 || f.For < 0:
+			return fmt.Errorf("workload %s: faults[%d]: negative time", w.Source, i)
+		case f.Action < FaultKill || f.Action > FaultCut:
+			return fmt.Errorf("workload %s: faults[%d]: unknown action %d", w.Source, i, f.Action)
+		case f.Target.Kind < TargetBackend || f.Target.Kind > TargetFrontend:
+			return fmt.Errorf("workload %s: faults[%d]: unknown target", w.Source, i)
+		case f.Target.Kind == TargetBackend && (f.Target.Index < 0 || f.Target.Index >= backends):
+			return fmt.Errorf("workload %s: faults[%d]: %v, but the cluster has %d backends", w.Source, i, f.Target, backends)
+		case f.Target.Kind == TargetFrontend && f.Target.Index != 0:
+			return fmt.Errorf("workload %s: faults[%d]: %v: the load runs through frontend-0 only", w.Source, i, f.Target)
+		case f.Action == FaultStall && f.For <= 0:
+			return fmt.Errorf("workload %s: faults[%d]: a stall needs a positive for", w.Source, i)
+		case f.Action == FaultCut && f.Target.Kind == TargetScheduler:
+			return fmt.Errorf("workload %s: faults[%d]: cut takes a backend or a frontend", w.Source, i)
+		case i > 0 && f.At < w.Faults[i-1].At:
+			return fmt.Errorf("workload %s: faults out of time order", w.Source)
+		}
 	}
 	if err := w.Network.Validate(); err != nil {
 		return fmt.Errorf("workload %s: %w", w.Source, err)
