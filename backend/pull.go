@@ -138,15 +138,17 @@ func (p *tcpPuller) sync(live []wire.FrontendUp) {
 	}
 }
 
-// down closes the data connection to frontend id.
+// down closes the data connection to frontend id, once the results
+// queued for it have been handed to the connection: a drained backend
+// closes right after its last batch, whose results must still go out.
 func (p *tcpPuller) down(id uint32) {
 	p.mu.Lock()
 	pe := p.peers[id]
 	delete(p.peers, id)
 	p.mu.Unlock()
 	if pe != nil {
-		pe.cancel()
 		pe.results.Close()
+		pe.cancel()
 	}
 }
 

@@ -141,13 +141,16 @@ type Client struct {
 
 	nextID atomic.Uint64
 
-	mu       sync.Mutex
-	session  *session // nil while disconnected
-	models   map[string]modelEntry
-	pending  map[uint64]*Call
-	closed   bool
-	readyCh  chan struct{} // closed on the first Welcome
-	readyOne sync.Once
+	mu      sync.Mutex
+	session *session // nil while disconnected
+	models  map[string]modelEntry
+	pending map[uint64]*Call
+	closed  bool
+	// drained, set by Drain, is closed once no request is pending.
+	drained     chan struct{}
+	drainedOnce sync.Once
+	readyCh     chan struct{} // closed on the first Welcome
+	readyOne    sync.Once
 
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
@@ -447,7 +450,7 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	c.mu.Lock()
 	sess := c.session
 	m, known := c.models[model]
-	closed := c.closed
+	closed := c.closed || c.drained != nil
 	c.mu.Unlock()
 	switch {
 	case closed:
@@ -498,9 +501,9 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		return c.failEarly(call, err)
 	}
 	c.mu.Lock()
-	if c.closed || c.session != sess {
+	if c.closed || c.drained != nil || c.session != sess {
 		err := ErrClosed
-		if !c.closed { // the connection closed since the check above
+		if !c.closed && c.drained == nil { // the connection closed since the check above
 			err = ErrNotConnected
 		}
 		c.mu.Unlock()
@@ -559,6 +562,7 @@ func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
 		return
 	}
 	delete(c.pending, id)
+	c.noteDrained()
 	c.mu.Unlock()
 	if err == nil && now.After(call.deadline) {
 		out, err = nil, &DropError{Model: call.Model, Reason: DropExpired}
@@ -586,6 +590,36 @@ func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
 }
 
 func isDrop(err error) bool { _, ok := IsDrop(err); return ok }
+
+// Drain stops the client gracefully, as a frontend process does on
+// SIGTERM: new requests fail at once with ErrClosed, the requests pending
+// run to their end (an answer, a drop, or their deadline, which bounds
+// the wait), and then the client closes. If ctx ends first, Close ends
+// what is still pending with ErrClosed, and Drain returns ctx's error.
+func (c *Client) Drain(ctx context.Context) error {
+	c.mu.Lock()
+	if c.drained == nil {
+		c.drained = make(chan struct{})
+		c.noteDrained()
+	}
+	drained := c.drained
+	c.mu.Unlock()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = fmt.Errorf("frontend: draining: %w", ctx.Err())
+	}
+	return errors.Join(err, c.Close())
+}
+
+// noteDrained closes drained once a Drain has begun and nothing is
+// pending. Called with c.mu held.
+func (c *Client) noteDrained() {
+	if c.drained != nil && len(c.pending) == 0 {
+		c.drainedOnce.Do(func() { close(c.drained) })
+	}
+}
 
 // Close ends every pending request with ErrClosed and stops the client.
 func (c *Client) Close() error {

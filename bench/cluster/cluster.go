@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -61,6 +63,10 @@ type Config struct {
 	// device to use instead of the machine's: tests pass the devices of
 	// one rdma.MemNetwork.
 	Fabric func(name string) rdma.Fabric
+	// Faults makes each process's connections go through a wrapper that
+	// fault scenarios can freeze, cut or kill (Play). Off, the processes
+	// use Network directly and pay nothing for it.
+	Faults bool
 	Log    zerolog.Logger
 }
 
@@ -95,26 +101,36 @@ func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Confi
 }
 
 // Cluster is a running in-process cluster.
+//
+// Scheduler, Backends and Frontends are the processes as Start and
+// StartBackend/StartFrontend left them. A fault scenario (Play) replaces
+// them as it kills and restarts them, under the cluster's lock: while one
+// plays, read them through Backend, Frontend and Sched, and offer load
+// through Target.
 type Cluster struct {
 	cfg       Config
 	Scheduler *service.Service
 	Backends  []*backend.Agent
 	Frontends []*frontend.Client
+
+	// schedAddr is where the scheduler listens, restarts included.
+	schedAddr string
+	// nets are the processes' networks, by name ("scheduler",
+	// "backend-0", ...), when Config.Faults is set.
+	nets map[string]*procNet
+	mu   sync.Mutex
 }
 
 // Start starts the scheduler, then the backends and frontends, and waits
 // until every backend has registered its GPUs and every frontend is
 // connected, or ctx ends.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	sc := service.Default()
-	sc.Addr, sc.Network, sc.Models, sc.Log = cfg.Addr, cfg.Network, cfg.Models, cfg.Log
-	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cfg.Policy, cfg.Schedulable, cfg.Drop, cfg.Delays
-	sc.WakeupSlack, sc.DrainTimeout, sc.ResultTrip = cfg.WakeupSlack, cfg.DrainTimeout, cfg.ResultTrip
-	svc, err := service.Start(sc)
+	c := &Cluster{cfg: cfg, nets: map[string]*procNet{}}
+	svc, err := c.startScheduler(cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, Scheduler: svc}
+	c.Scheduler, c.schedAddr = svc, svc.Addr()
 	for i := 0; i < cfg.Backends; i++ {
 		if _, err := c.StartBackend(ctx, fmt.Sprintf("backend-%d", i)); err != nil {
 			c.Close()
@@ -133,13 +149,37 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, c.waitGPUs(ctx, cfg.Backends*cfg.GPUsPerBackend)
 }
 
+// startScheduler starts a scheduler service listening on addr.
+func (c *Cluster) startScheduler(addr string) (*service.Service, error) {
+	cfg := c.cfg
+	sc := service.Default()
+	sc.Addr, sc.Network, sc.Models, sc.Log = addr, c.network("scheduler"), cfg.Models, cfg.Log
+	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cfg.Policy, cfg.Schedulable, cfg.Drop, cfg.Delays
+	sc.WakeupSlack, sc.DrainTimeout, sc.ResultTrip = cfg.WakeupSlack, cfg.DrainTimeout, cfg.ResultTrip
+	return service.Start(sc)
+}
+
+// network is the network of the process called name: the cluster's own,
+// or, when faults may be played, the process's fault-injecting wrapper of
+// it, made anew for each start of the process.
+func (c *Cluster) network(name string) transport.Network {
+	if !c.cfg.Faults {
+		return c.cfg.Network
+	}
+	p := newProcNet(c.cfg.Network)
+	c.mu.Lock()
+	c.nets[name] = p
+	c.mu.Unlock()
+	return p
+}
+
 func (c *Cluster) waitGPUs(ctx context.Context, n int) error {
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
-	for c.Scheduler.Snapshot().OnlineGPUs < n {
+	for c.Sched().Snapshot().OnlineGPUs < n {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: %d of %d GPUs online: %w", c.Scheduler.Snapshot().OnlineGPUs, n, ctx.Err())
+			return fmt.Errorf("cluster: %d of %d GPUs online: %w", c.Sched().Snapshot().OnlineGPUs, n, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -148,8 +188,19 @@ func (c *Cluster) waitGPUs(ctx context.Context, n int) error {
 
 // StartBackend starts one more backend and waits until it has registered.
 func (c *Cluster) StartBackend(ctx context.Context, name string) (*backend.Agent, error) {
+	a, err := c.startBackend(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.Backends = append(c.Backends, a)
+	c.mu.Unlock()
+	return a, nil
+}
+
+func (c *Cluster) startBackend(ctx context.Context, name string) (*backend.Agent, error) {
 	bc := backend.Default()
-	bc.SchedulerAddr, bc.Name, bc.GPUs, bc.Network, bc.Log = c.Scheduler.Addr(), name, c.cfg.GPUsPerBackend, c.cfg.Network, c.cfg.Log
+	bc.SchedulerAddr, bc.Name, bc.GPUs, bc.Network, bc.Log = c.schedAddr, name, c.cfg.GPUsPerBackend, c.network(name), c.cfg.Log
 	bc.DataPath = c.cfg.dataPath(name)
 	if c.cfg.Executor != nil {
 		bc.Executor = c.cfg.Executor()
@@ -162,14 +213,24 @@ func (c *Cluster) StartBackend(ctx context.Context, name string) (*backend.Agent
 		a.Close()
 		return nil, err
 	}
-	c.Backends = append(c.Backends, a)
 	return a, nil
 }
 
 // StartFrontend starts one more frontend and waits until it is connected.
 func (c *Cluster) StartFrontend(ctx context.Context, name string) (*frontend.Client, error) {
+	f, err := c.startFrontend(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.Frontends = append(c.Frontends, f)
+	c.mu.Unlock()
+	return f, nil
+}
+
+func (c *Cluster) startFrontend(ctx context.Context, name string) (*frontend.Client, error) {
 	fc := frontend.Default()
-	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = c.Scheduler.Addr(), name, c.cfg.Network, c.cfg.Log
+	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = c.schedAddr, name, c.network(name), c.cfg.Log
 	fc.Preprocess = c.cfg.Preprocess
 	fc.DataPath = c.cfg.dataPath(name)
 	if c.cfg.DataAddr != "" {
@@ -183,18 +244,53 @@ func (c *Cluster) StartFrontend(ctx context.Context, name string) (*frontend.Cli
 		_ = f.Close()
 		return nil, err
 	}
-	c.Frontends = append(c.Frontends, f)
 	return f, nil
+}
+
+// Sched is the scheduler now running (nil while a fault has it down).
+func (c *Cluster) Sched() *service.Service {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Scheduler
+}
+
+// Backend is backend i now running (nil while a fault has it down).
+func (c *Cluster) Backend(i int) *backend.Agent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < len(c.Backends) {
+		return c.Backends[i]
+	}
+	return nil
+}
+
+// Frontend is frontend i now running (nil while a fault has it down).
+func (c *Cluster) Frontend(i int) *frontend.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < len(c.Frontends) {
+		return c.Frontends[i]
+	}
+	return nil
 }
 
 // Close stops everything: frontends first (ending their pending requests),
 // then backends, then the scheduler.
 func (c *Cluster) Close() {
-	for _, f := range c.Frontends {
-		_ = f.Close()
+	c.mu.Lock()
+	fronts, backs, sched := slices.Clone(c.Frontends), slices.Clone(c.Backends), c.Scheduler
+	c.mu.Unlock()
+	for _, f := range fronts {
+		if f != nil {
+			_ = f.Close()
+		}
 	}
-	for _, b := range c.Backends {
-		b.Close()
+	for _, b := range backs {
+		if b != nil {
+			b.Close()
+		}
 	}
-	c.Scheduler.Close()
+	if sched != nil {
+		sched.Close()
+	}
 }

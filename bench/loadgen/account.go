@@ -86,6 +86,7 @@ type collector struct {
 	q      queue
 	series []bucket
 	seen   batchSet
+	faults *report.FaultTally
 }
 
 func (c *collector) loop() {
@@ -136,6 +137,8 @@ func (c *collector) account(e *entry) {
 			b.bad++
 		}
 	}
+	o, why := outcomeOf(err, good)
+	c.faults.Add(e.at, o, why)
 	if !r.inWindow(e.at) {
 		return
 	}
@@ -159,6 +162,21 @@ func (c *collector) account(e *entry) {
 	}
 	m.failed++
 	m.reasons["failed: "+failKind(err)]++
+}
+
+// outcomeOf classifies an ended request for the fault tally, with the
+// reason the report's DropReasons gives it.
+func outcomeOf(err error, good bool) (report.Outcome, string) {
+	switch {
+	case good:
+		return report.OutcomeGood, ""
+	case err == nil:
+		return report.OutcomeLate, ""
+	}
+	if reason, ok := frontend.IsDrop(err); ok {
+		return report.OutcomeDropped, string(reason)
+	}
+	return report.OutcomeFailed, "failed: " + failKind(err)
 }
 
 // failKind names a failure that is not a drop, for DropReasons.
@@ -266,6 +284,11 @@ func (r *runner) build() (*report.Report, error) {
 	}
 	fillStats(&rep.Stats, total, offered, seconds)
 	rep.Latency = &total.latency
+	faults := r.collectors[0].faults
+	for i := 1; i < len(r.collectors); i++ {
+		faults.Merge(r.collectors[i].faults)
+	}
+	rep.Faults = faults.Report()
 	// Timings carry no GPU ID, so only the cluster-wide busy fraction is
 	// known: GPUBusy (per GPU) stays empty.
 	rep.GPUBusyFraction = fraction(total.busy.Seconds() / seconds / float64(gpus))

@@ -56,6 +56,12 @@ type Options struct {
 	// Lateness, if set, is called at the end of each run with how far
 	// behind schedule the generator issued requests.
 	Lateness func(Lateness)
+	// Faults, if set, plays the workload's fault scenario against the
+	// cluster: it is called as each run's clock starts, with that start,
+	// and returns at once; the stop it returns is called once every
+	// request of the run has ended. The report then shows the run's
+	// fault phases and recoveries (report.FaultReport).
+	Faults func(start time.Time) (stop func(), err error)
 }
 
 // Lateness is the generator's own lateness over a run: how long after each
@@ -134,6 +140,13 @@ func run(ctx context.Context, start starter, w *workload.Workload, o Options) (*
 	callCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCalls()
 	r.start = time.Now()
+	if o.Faults != nil && len(w.Faults) > 0 {
+		stopFaults, err := o.Faults(r.start)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+		defer stopFaults()
+	}
 	var wg sync.WaitGroup
 	for i := range r.collectors {
 		wg.Go(r.collectors[i].loop)
@@ -310,6 +323,7 @@ func newRunner(w *workload.Workload, o Options) *runner {
 	for i := range r.collectors {
 		c := &r.collectors[i]
 		c.r, c.series = r, make([]bucket, n)
+		c.faults = report.NewFaultTally(w.Faults, r.winStart, r.winEnd, r.winEnd)
 		c.q.wake = make(chan struct{}, 1)
 		c.seen.cur, c.seen.old = map[batchKey]struct{}{}, map[batchKey]struct{}{}
 	}

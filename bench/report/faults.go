@@ -16,9 +16,10 @@ import (
 type FaultReport struct {
 	Faults []FaultEvent `json:"faults"`
 	Phases []Phase      `json:"phases"`
-	// RecoveryThreshold is the bad rate a TimelineBucket must stay at or
-	// under for the cluster to count as recovered: the bad rate before the
-	// first fault, plus a point or doubled, whichever is more.
+	// RecoveryThreshold is the bad rate that a RecoveryWindow of requests
+	// after a fault must stay within for the cluster to count as
+	// recovered: the bad rate before the first fault, plus a point or
+	// doubled, whichever is more.
 	RecoveryThreshold float64 `json:"recovery_threshold"`
 	// BucketSeconds is the width of the Timeline's buckets.
 	BucketSeconds float64 `json:"bucket_seconds"`
@@ -36,10 +37,11 @@ type FaultEvent struct {
 	AtSeconds  float64 `json:"at_seconds"`
 	EndSeconds float64 `json:"end_seconds"`
 	// RecoverySeconds is how long after EndSeconds requests took to fare
-	// as they did before the first fault: the end of the last bucket, up
-	// to the next fault or the window's end, whose bad rate was over
-	// RecoveryThreshold. Recovered is false when that bucket was the last
-	// one there (RecoverySeconds is then all the time there was).
+	// as they did before the first fault: from EndSeconds to the first
+	// bucket from which the next RecoveryWindow of requests, taken
+	// together, had a bad rate within RecoveryThreshold. Recovered is false
+	// when no such bucket came before the next fault or the window's end
+	// (RecoverySeconds is then all the time there was).
 	RecoverySeconds float64 `json:"recovery_seconds"`
 	Recovered       bool    `json:"recovered"`
 }
@@ -75,6 +77,12 @@ type TimelineBucket struct {
 // time a recovery of a fraction of a second, coarse enough that a bucket
 // of a demo's load holds a hundred requests or more.
 const TimelineBucketWidth = 100 * time.Millisecond
+
+// RecoveryWindow is how long the bad rate must stay within the threshold,
+// taken together, for the cluster to count as recovered: long enough that
+// one lucky bucket in a backlog does not count, short enough that a
+// hiccup seconds later (a loaded machine's) does not undo a recovery.
+const RecoveryWindow = time.Second
 
 // Outcome is how one request ended, for a FaultTally.
 type Outcome uint8
@@ -277,23 +285,23 @@ func (t *FaultTally) threshold() float64 {
 	return max(base+0.01, 2*base)
 }
 
-// recovery finds the last bucket in [from, to) over the threshold and
-// returns how long after from it ended, and whether a bucket after it was
-// back under (so that the recovery was seen).
+// recovery finds the first bucket from from on at which the next
+// RecoveryWindow of requests (up to to), taken together, is within the
+// threshold, and returns how long after from it starts; false if there is
+// none.
 func (t *FaultTally) recovery(from, to time.Duration, threshold float64) (float64, bool) {
 	first := int(from / TimelineBucketWidth)
-	last := int((to + TimelineBucketWidth - 1) / TimelineBucketWidth)
-	last = min(last, len(t.timeline))
-	worst := -1
+	last := min(int((to+TimelineBucketWidth-1)/TimelineBucketWidth), len(t.timeline))
+	span := int(RecoveryWindow / TimelineBucketWidth)
 	for i := first; i < last; i++ {
-		b := t.timeline[i]
-		if b.Offered > 0 && float64(b.Bad)/float64(b.Offered) > threshold {
-			worst = i
+		var offered, bad uint64
+		for _, b := range t.timeline[i:min(i+span, last)] {
+			offered += b.Offered
+			bad += b.Bad
+		}
+		if offered > 0 && float64(bad) <= threshold*float64(offered) {
+			return max(time.Duration(i)*TimelineBucketWidth-from, 0).Seconds(), true
 		}
 	}
-	if worst < 0 {
-		return 0, true
-	}
-	end := time.Duration(worst+1) * TimelineBucketWidth
-	return max(end-from, 0).Seconds(), worst < last-1
+	return max(to-from, 0).Seconds(), false
 }

@@ -185,7 +185,7 @@ func writeFaults(ew *errWriter, f *FaultReport) {
 	if err := tw.Flush(); err != nil && ew.err == nil {
 		ew.err = err
 	}
-	ew.printf("recovery (bad rate back to <= %s%%, in %sms buckets by arrival)\n", fmtNum(100*f.RecoveryThreshold, 2), fmtNum(1000*f.BucketSeconds, 0))
+	ew.printf("recovery (until a second of requests, by arrival, is back to <= %s%% bad)\n", fmtNum(100*f.RecoveryThreshold, 2))
 	for _, e := range f.Faults {
 		if e.Recovered {
 			ew.printf("  %s: %ss after %ss\n", e.Description, fmtNum(e.RecoverySeconds, 1), fmtNum(e.EndSeconds, 2))

@@ -44,6 +44,9 @@ type loadFlags struct {
 
 	// multipliers is --sweep, parsed by workload.
 	multipliers []float64
+	// faults plays the workload's fault scenario against the cluster
+	// under load (loadgen.Options.Faults); demo sets it.
+	faults func(start time.Time) (stop func(), err error)
 }
 
 // defaultInputBytes is the input size the load generator sends for a
@@ -121,7 +124,7 @@ func (lf *loadFlags) options(w *workload.Workload, label string, stderr io.Write
 			sizes[m.Name] = defaultInputBytes
 		}
 	}
-	o := loadgen.Options{Label: label, InputBytes: func(model string) int { return sizes[model] }}
+	o := loadgen.Options{Label: label, InputBytes: func(model string) int { return sizes[model] }, Faults: lf.faults}
 	if !*lf.quiet {
 		o.Progress = stderr
 	}
@@ -182,11 +185,25 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	announce := !*lf.quiet
+	// With a fault scenario, load goes through the cluster's Target,
+	// which follows the frontend through its restarts, and each run plays
+	// the scenario against the cluster it runs on.
+	var current *cluster.Cluster
+	target := func(c *cluster.Cluster) loadgen.Target {
+		if len(w.Faults) == 0 {
+			return c.Frontends[0]
+		}
+		return c.Target()
+	}
+	if len(w.Faults) > 0 {
+		lf.faults = func(start time.Time) (func(), error) { return current.Play(start, w.Faults) }
+	}
 	start := func(ctx context.Context) (*cluster.Cluster, func(), error) {
 		c, cc, release, err := startDemoCluster(ctx, w, dp, log)
 		if err != nil {
 			return nil, nil, err
 		}
+		current = c
 		if announce {
 			fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request + %v/MiB, result %v\n",
 				c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, c.Frontends[0].DataAddr(), c.Frontends[0].DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.DataPerMiB, cc.Delays.Result)
@@ -201,7 +218,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return nil, nil, err
 			}
-			return c.Frontends[0], release, nil
+			return target(c), release, nil
 		}, w, label, nil, stdout, stderr)
 	}
 	c, release, err := start(ctx)
@@ -220,7 +237,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "demo: KServe v2 gateway on http://%s\n", addr)
 		}
 	}
-	return lf.drive(ctx, client, w, label, stdout, stderr)
+	return lf.drive(ctx, target(c), w, label, stdout, stderr)
 }
 
 // startDemoCluster starts the cluster of `symphony demo` for w on loopback
@@ -235,6 +252,7 @@ func startDemoCluster(ctx context.Context, w *workload.Workload, dp *dataPathFla
 	}
 	cc.Log = log
 	cc.DataPath, cc.RDMADevice = dp.mode, *dp.device
+	cc.Faults = len(w.Faults) > 0
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := cluster.Start(sctx, cc)
 	cancel()
@@ -273,6 +291,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	w, err := lf.workload(fs)
 	if err != nil {
 		return err
+	}
+	if len(w.Faults) > 0 {
+		return usageErr("%s has a fault scenario (faults:), which bench cannot play against a cluster it did not start: play it with symphony demo -f, or symphony sim -f", w.Source)
 	}
 	log := lf.processLog(stderr)
 	ctx, stop := signalContext()
