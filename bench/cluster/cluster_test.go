@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,50 +49,6 @@ func startCluster(t *testing.T, cfg Config) *Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// tally counts outcomes of calls, by kind.
-type tally struct {
-	mu                           sync.Mutex
-	offered, ok, dropped, failed int
-	wrongOutput                  int
-	reasons                      map[string]int
-}
-
-func (tl *tally) wait(calls []*frontend.Call) {
-	for _, c := range calls {
-		<-c.Done()
-		tl.mu.Lock()
-		tl.offered++
-		switch {
-		case c.Err == nil:
-			tl.ok++
-		case isDrop(c.Err):
-			tl.dropped++
-		default:
-			tl.failed++
-		}
-		if tl.reasons == nil {
-			tl.reasons = map[string]int{}
-		}
-		if c.Err != nil {
-			tl.reasons[errKind(c.Err)]++
-		}
-		tl.mu.Unlock()
-	}
-}
-
-func isDrop(err error) bool { _, ok := frontend.IsDrop(err); return ok }
-
-func errKind(err error) string {
-	if r, ok := frontend.IsDrop(err); ok {
-		return "drop:" + string(r)
-	}
-	var be *frontend.BackendError
-	if errors.As(err, &be) {
-		return "backend:" + be.Cause
-	}
-	return err.Error()
 }
 
 func input(i int) []byte { return []byte(fmt.Sprintf("request-%d-payload", i)) }

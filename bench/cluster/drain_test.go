@@ -55,11 +55,11 @@ func gatedCluster(t *testing.T, drain time.Duration) (*Cluster, gated) {
 func TestSchedulerCloseDrainsPlansInFlight(t *testing.T) {
 	c, g := gatedCluster(t, 0)
 	f := c.Frontends[0]
-	first := f.Go(context.Background(), "slow", input(0))
+	l := newLedger(t, c.cfg.Models)
+	first := l.issue(f, "slow")
 	<-g.started // a batch holds the GPU
-	calls := []*frontend.Call{first}
-	for i := 1; i < 4; i++ {
-		calls = append(calls, f.Go(context.Background(), "slow", input(i)))
+	for range 3 {
+		l.issue(f, "slow")
 	}
 	waitFor(t, func() bool { return c.Scheduler.Snapshot().Tasks == 4 })
 	// The running batch's plan is in flight, as Snapshot (and so the
@@ -82,11 +82,11 @@ func TestSchedulerCloseDrainsPlansInFlight(t *testing.T) {
 	g.open()
 	<-closed
 	<-second
-	tl := checkEnded(t, f, calls)
+	o := l.check(t)
 	if first.Err != nil {
 		t.Errorf("the request whose batch was running when the scheduler closed: %v; want its result", first.Err)
 	}
-	for k, n := range tl.reasons {
+	for k, n := range o.kinds {
 		if !strings.Contains(k, "shutdown") {
 			t.Errorf("%d requests ended with %q; want results or shutdown drops", n, k)
 		}
@@ -100,7 +100,8 @@ func TestSchedulerCloseEndsStuckPlans(t *testing.T) {
 	for _, drain := range []time.Duration{100 * time.Millisecond, -1} {
 		c, g := gatedCluster(t, drain)
 		f := c.Frontends[0]
-		call := f.Go(context.Background(), "slow", input(0))
+		l := newLedger(t, c.cfg.Models)
+		call := l.issue(f, "slow")
 		<-g.started // and never released until cleanup
 		began := time.Now()
 		c.Scheduler.Close()
@@ -116,6 +117,7 @@ func TestSchedulerCloseEndsStuckPlans(t *testing.T) {
 		if st := c.Scheduler.Snapshot(); st.Dropped != 1 {
 			t.Errorf("drain %v: scheduler counts %d drops; want the stuck request's 1", drain, st.Dropped)
 		}
+		l.check(t)
 	}
 }
 
@@ -125,7 +127,8 @@ func TestSchedulerCloseEndsStuckPlans(t *testing.T) {
 func TestEndDrainCutsTheWaitShort(t *testing.T) {
 	c, g := gatedCluster(t, time.Hour)
 	f := c.Frontends[0]
-	call := f.Go(context.Background(), "slow", input(0))
+	l := newLedger(t, c.cfg.Models)
+	call := l.issue(f, "slow")
 	<-g.started // and never released until cleanup
 	closed := make(chan struct{})
 	go func() {
@@ -139,4 +142,5 @@ func TestEndDrainCutsTheWaitShort(t *testing.T) {
 	if r, ok := frontend.IsDrop(call.Err); !ok || r != frontend.DropShutdown {
 		t.Fatalf("the stuck plan's request ended with %v; want a shutdown drop", call.Err)
 	}
+	l.check(t)
 }

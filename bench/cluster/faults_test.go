@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,62 +17,15 @@ import (
 	"github.com/symphony-serving/symphony/transport/inproc"
 )
 
-// load offers requests to f from a few goroutines until stop closes, and
-// returns every call it made.
-func load(f *frontend.Client, models []string, gap time.Duration, stop <-chan struct{}) func() []*frontend.Call {
-	var mu sync.Mutex
-	var calls []*frontend.Call
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			t := time.NewTicker(gap)
-			defer t.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				c := f.Go(context.Background(), models[(g+i)%len(models)], input(i))
-				mu.Lock()
-				calls = append(calls, c)
-				mu.Unlock()
-			}
-		}(g)
-	}
-	return func() []*frontend.Call {
-		wg.Wait()
-		return calls
-	}
-}
-
-// checkEnded waits for every call and checks that the client's counters
-// agree: each request ended exactly once, as a result, a drop or an error.
-func checkEnded(t *testing.T, f *frontend.Client, calls []*frontend.Call) *tally {
-	t.Helper()
-	tl := &tally{}
-	tl.wait(calls)
-	if tl.offered != tl.ok+tl.dropped+tl.failed {
-		t.Fatalf("offered %d != answered %d + dropped %d + failed %d", tl.offered, tl.ok, tl.dropped, tl.failed)
-	}
-	st := f.Stats()
-	if got := st.Answered.Load() + st.Dropped.Load() + st.Failed.Load(); got != uint64(tl.offered) {
-		t.Errorf("client counted %d ends (answered %d, dropped %d, failed %d) for %d requests",
-			got, st.Answered.Load(), st.Dropped.Load(), st.Failed.Load(), tl.offered)
-	}
-	return tl
-}
-
 func TestKillBackendMidBatchLosesNoRequest(t *testing.T) {
 	cfg := testConfig(inproc.New(), "", 2, 2)
 	// Long batches, so that a killed backend surely has some in flight.
 	cfg.Models = []service.Model{{Name: "long", Profile: profile.MustLinear(time.Millisecond, 20*time.Millisecond, 32), SLO: 4 * time.Second}}
 	c := startCluster(t, cfg)
 	f := c.Frontends[0]
+	l := newLedger(t, cfg.Models)
 	stop := make(chan struct{})
-	done := load(f, []string{"long"}, 2*time.Millisecond, stop)
+	l.load(f, []string{"long"}, 2*time.Millisecond, stop)
 
 	// Kill backend 0 once it has run a few batches, keep the load going
 	// on the survivor, then stop.
@@ -83,19 +35,13 @@ func TestKillBackendMidBatchLosesNoRequest(t *testing.T) {
 	survivor := c.Backends[1].Stats().Plans.Load()
 	waitFor(t, func() bool { return c.Backends[1].Stats().Plans.Load() >= survivor+5 })
 	close(stop)
-	tl := checkEnded(t, f, done())
+	o := l.check(t)
 
-	if tl.ok == 0 {
-		t.Errorf("no request succeeded: %v", tl.reasons)
+	if o.answered == 0 {
+		t.Errorf("no request succeeded: %v", o.kinds)
 	}
-	lost := 0
-	for k, n := range tl.reasons {
-		if strings.Contains(k, "backend lost") {
-			lost += n
-		}
-	}
-	if lost == 0 {
-		t.Errorf("killing a busy backend failed no request as backend lost: %v", tl.reasons)
+	if o.matching("backend lost") == 0 {
+		t.Errorf("killing a busy backend failed no request as backend lost: %v", o.kinds)
 	}
 	if st := c.Scheduler.Snapshot(); st.OnlineGPUs != 2 {
 		t.Errorf("scheduler counts %d online GPUs after the kill, want 2", st.OnlineGPUs)
@@ -107,20 +53,23 @@ func TestKillBackendMidBatchLosesNoRequest(t *testing.T) {
 func TestRestartFrontendLosesNoRequest(t *testing.T) {
 	c := startCluster(t, testConfig(inproc.New(), "", 1, 2))
 	old := c.Frontends[0]
+	l := newLedger(t, c.cfg.Models)
 	stop := make(chan struct{})
-	done := load(old, []string{"fast", "slow"}, time.Millisecond, stop)
-	waitFor(t, func() bool { return old.Stats().Answered.Load() >= 20 })
+	l.load(old, []string{"fast", "slow"}, time.Millisecond, stop)
+	waitFor(t, func() bool { return l.answered() >= 20 })
 	// Restart: the old frontend goes away with requests in flight, a new
-	// one takes its place.
+	// one takes its place. A request made on the closed frontend fails at
+	// once.
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
+	afterClose := l.issue(old, "fast")
 	close(stop)
-	tl := checkEnded(t, old, done())
-	if tl.ok == 0 {
-		t.Errorf("old frontend: nothing answered: %v", tl.reasons)
+	o := l.check(t)
+	if !errors.Is(afterClose.Err, frontend.ErrClosed) {
+		t.Errorf("a request made on the closed frontend ended with %v, want ErrClosed", afterClose.Err)
 	}
-	for k := range tl.reasons {
+	for k := range o.kinds {
 		if k != frontend.ErrClosed.Error() && !strings.HasPrefix(k, "drop:") && !strings.HasPrefix(k, "backend:input unavailable") {
 			t.Errorf("old frontend: unexpected outcome %q", k)
 		}
@@ -132,14 +81,12 @@ func TestRestartFrontendLosesNoRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l = newLedger(t, c.cfg.Models)
 	stop = make(chan struct{})
-	done = load(fresh, []string{"fast", "slow"}, time.Millisecond, stop)
-	waitFor(t, func() bool { return fresh.Stats().Answered.Load() >= 50 })
+	l.load(fresh, []string{"fast", "slow"}, time.Millisecond, stop)
+	waitFor(t, func() bool { return l.answered() >= 50 })
 	close(stop)
-	tl = checkEnded(t, fresh, done())
-	if tl.ok == 0 {
-		t.Errorf("restarted frontend: nothing answered: %v", tl.reasons)
-	}
+	l.check(t)
 }
 
 // Three times the goodput: the scheduler sheds what it cannot serve, every
@@ -225,17 +172,18 @@ func TestDepartedFrontendRequestsAreNotPlanned(t *testing.T) {
 	cfg.Backends = 0 // requests queue until a backend comes
 	c := startCluster(t, cfg)
 	f := c.Frontends[0]
+	l := newLedger(t, cfg.Models)
 	const n = 5
-	var calls []*frontend.Call
-	for i := 0; i < n; i++ {
-		calls = append(calls, f.Go(context.Background(), "slow", []byte{byte(i)}))
+	for range n {
+		l.issue(f, "slow")
 	}
 	waitFor(t, func() bool { return c.Scheduler.Snapshot().Tasks == n })
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, call := range calls {
-		<-call.Done() // each ends once, with ErrClosed
+	// Each ends once, with ErrClosed.
+	if o := l.check(t); o.kinds[frontend.ErrClosed.Error()] != n {
+		t.Fatalf("the departed frontend's requests ended %v; want all %d closed", o.kinds, n)
 	}
 	waitFor(t, func() bool { return c.Scheduler.Snapshot().Frontends == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

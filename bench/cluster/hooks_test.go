@@ -68,15 +68,19 @@ func TestExecutorFailureEndsTheBatchAndFreesTheGPU(t *testing.T) {
 	cfg.Executor = func() backend.Executor { return failing{backend.NewEmulated()} }
 	c := startCluster(t, cfg)
 	f := c.Frontends[0]
-	for i := 0; i < 3; i++ {
-		_, err := f.Infer(context.Background(), "slow", input(i))
+	l := newLedger(t, cfg.Models)
+	for range 3 {
+		failed := l.issue(f, "slow")
+		<-failed.Done()
 		var be *frontend.BackendError
-		if !errors.As(err, &be) || !strings.Contains(be.Cause, wire.EndExecutorFailed.String()) || !strings.Contains(be.Cause, "out of memory") {
-			t.Fatalf("request on a failing executor: %v", err)
+		if !errors.As(failed.Err, &be) || !strings.Contains(be.Cause, wire.EndExecutorFailed.String()) || !strings.Contains(be.Cause, "out of memory") {
+			t.Fatalf("request on a failing executor: %v", failed.Err)
 		}
 		// The GPU was freed: the other model still runs on it.
-		if _, err := f.Infer(context.Background(), "fast", input(i)); err != nil {
-			t.Fatalf("after an executor failure: %v", err)
+		fast := l.issue(f, "fast")
+		if <-fast.Done(); fast.Err != nil {
+			t.Fatalf("after an executor failure: %v", fast.Err)
 		}
 	}
+	l.check(t) // and each answer is its own request's
 }
