@@ -479,7 +479,7 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	size := len(input)
 	if pre != nil {
 		if size = pre.OutputSize(model, input); size < 0 {
-			return c.failEarly(call, fmt.Errorf("frontend: preprocessor gave a negative input size %d for %q", size, model))
+			return c.failEarly(call, fmt.Errorf("%w: the preprocessor gave a negative input size %d for %q", ErrBadInput, size, model))
 		}
 	}
 	var ref wire.InputRef

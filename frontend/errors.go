@@ -31,6 +31,10 @@ var (
 	// running can still answer; the request waits for that until its
 	// deadline, no longer.
 	ErrSchedulerLost = errors.New("frontend: lost the scheduler connection before the request was answered")
+	// ErrBadInput: the request's input cannot be sent: it is larger than
+	// the protocol carries (wire.MaxInputSize), or the preprocessor gave
+	// a negative size for it. The caller's fault, not the cluster's.
+	ErrBadInput = errors.New("frontend: bad input")
 )
 
 // DropReason says why the scheduler (or the frontend on its behalf) ended a

@@ -168,7 +168,7 @@ func (s *InputStore) Reserve(key uint64, n int) (ref wire.InputRef, buf []byte, 
 
 func (s *InputStore) alloc(key uint64, n int, pending bool, data []byte) (ref wire.InputRef, buf []byte, ready func(error), err error) {
 	if n > wire.MaxInputSize {
-		return wire.InputRef{}, nil, nil, fmt.Errorf("frontend: input of %d bytes over the %d limit", n, wire.MaxInputSize)
+		return wire.InputRef{}, nil, nil, fmt.Errorf("%w: %d bytes, over the %d limit", ErrBadInput, n, wire.MaxInputSize)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

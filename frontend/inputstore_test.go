@@ -123,3 +123,12 @@ func readInput(s *InputStore, ref wire.InputRef) ([]byte, error) {
 	defer unpin()
 	return bytes.Clone(b), nil
 }
+
+// An input larger than the protocol carries is the caller's fault, a typed
+// ErrBadInput, not an error the app cannot tell from the cluster's.
+func TestOversizedInputIsBadInput(t *testing.T) {
+	s := NewInputStore(1<<20, 1<<30)
+	if _, err := s.Put(1, make([]byte, wire.MaxInputSize+1)); !errors.Is(err, ErrBadInput) {
+		t.Errorf("Put of %d bytes: %v, want ErrBadInput", wire.MaxInputSize+1, err)
+	}
+}

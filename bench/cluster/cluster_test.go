@@ -16,6 +16,7 @@ import (
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/inproc"
 	"github.com/symphony-serving/symphony/transport/tcp"
+	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 func testConfig(n transport.Network, addr string, backends, gpus int) Config {
@@ -135,5 +136,21 @@ func TestCancelEndsQueuedRequest(t *testing.T) {
 		if r, ok := frontend.IsDrop(call.Err); !ok || r != frontend.DropCanceled {
 			t.Errorf("canceled request: %v", call.Err)
 		}
+	}
+}
+
+// An input larger than the protocol carries ends its request with the
+// typed frontend.ErrBadInput, one of the outcomes an app can tell apart.
+func TestOversizedInputEndsAsBadInput(t *testing.T) {
+	cfg := testConfig(inproc.New(), "", 1, 1)
+	c := startCluster(t, cfg)
+	f := c.Frontends[0]
+	l := newLedger(t, cfg.Models)
+	in := make([]byte, wire.MaxInputSize+1)
+	call := f.Go(context.Background(), "fast", in)
+	l.watch(f, "fast", in, call, time.Time{})
+	o := l.check(t)
+	if !errors.Is(call.Err, frontend.ErrBadInput) || o.failed != 1 {
+		t.Errorf("ended with %v (%d failed), want ErrBadInput", call.Err, o.failed)
 	}
 }

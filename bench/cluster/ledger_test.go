@@ -456,7 +456,7 @@ func (l *ledger) typed(r *request) string {
 		}
 	default:
 		for _, s := range []error{frontend.ErrNotConnected, frontend.ErrClosed,
-			frontend.ErrBadDeadline, frontend.ErrRefused, frontend.ErrSchedulerLost} {
+			frontend.ErrBadDeadline, frontend.ErrBadInput, frontend.ErrRefused, frontend.ErrSchedulerLost} {
 			if errors.Is(r.err, s) {
 				return ""
 			}

@@ -201,6 +201,8 @@ func failKind(err error) string {
 		return "unknown model"
 	case errors.Is(err, frontend.ErrClosed):
 		return "closed"
+	case errors.Is(err, frontend.ErrBadInput):
+		return "bad input"
 	case errors.Is(err, frontend.ErrBadDeadline):
 		return "bad deadline"
 	}

@@ -28,6 +28,7 @@ const (
 	ReasonSchedulerLost = "scheduler lost"     // frontend.ErrSchedulerLost (503)
 	ReasonClosed        = "closed"             // frontend.ErrClosed (503)
 	ReasonBadDeadline   = "bad deadline"       // frontend.ErrBadDeadline (400)
+	ReasonBadInput      = "bad input"          // frontend.ErrBadInput (400)
 	ReasonRefused       = "refused"            // frontend.ErrRefused (500)
 	ReasonTimeout       = "timeout"            // the request's own timeout expired with no drop reported (504)
 	ReasonInternal      = "internal"           // anything else (500)
@@ -70,6 +71,8 @@ func classify(ctx context.Context, err error, ownDeadline bool) (status int, ret
 		return http.StatusServiceUnavailable, true, ReasonSchedulerLost
 	case errors.Is(err, frontend.ErrClosed):
 		return http.StatusServiceUnavailable, false, ReasonClosed
+	case errors.Is(err, frontend.ErrBadInput):
+		return http.StatusBadRequest, false, ReasonBadInput
 	case errors.Is(err, frontend.ErrBadDeadline):
 		return http.StatusBadRequest, false, ReasonBadDeadline
 	case errors.Is(err, frontend.ErrRefused):
@@ -176,6 +179,8 @@ func ResponseError(model string, status int, body []byte) error {
 		return frontend.ErrClosed
 	case ReasonBadDeadline:
 		return fmt.Errorf("%w: %s", frontend.ErrBadDeadline, msg)
+	case ReasonBadInput:
+		return fmt.Errorf("%w: %s", frontend.ErrBadInput, msg)
 	case ReasonRefused:
 		return fmt.Errorf("%w: %s", frontend.ErrRefused, msg)
 	case ReasonTimeout:
