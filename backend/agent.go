@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -94,8 +95,10 @@ func (c Config) Validate() error {
 
 // Agent is a running backend.
 type Agent struct {
-	cfg  Config
-	log  zerolog.Logger
+	cfg Config
+	log zerolog.Logger
+	// warn is log rate-limited, for lines that can repeat per plan.
+	warn zerolog.Logger
 	exec Executor
 	pull *tcpPuller // data connections: input reads and results
 	// rdma READs inputs where frontends serve RDMA; nil on the TCP path.
@@ -140,6 +143,10 @@ type Stats struct {
 	// scheduler had said the frontend left; that frontend ends those
 	// requests itself.
 	Undelivered atomic.Uint64
+	// SuppressedLogs counts the warnings that can repeat per plan or
+	// connection (executor failures, full GPU queues, undelivered
+	// results) held back by the agent's rate limit (transport/ratelog).
+	SuppressedLogs atomic.Uint64
 }
 
 // schedSession is one connection to the scheduler. GPU IDs are only valid
@@ -198,6 +205,8 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	a.reads = a.pull
 	a.pull.undelivered = &a.stats.Undelivered
+	a.warn = ratelog.New(log, &a.stats.SuppressedLogs)
+	a.pull.warn = a.warn
 	fab, choice, err := rdma.Select(cfg.DataPath)
 	if err != nil {
 		pool.Release()
@@ -437,7 +446,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	case a.gpus[local].jobs <- j:
 	default:
 		a.jobs.Done()
-		a.log.Error().Uint64("plan", p.ID).Int("gpu", local).Msg("GPU queue full; failing the plan")
+		a.warn.Error().Uint64("plan", p.ID).Int("gpu", local).Msg("GPU queue full; failing the plan")
 		cancel()
 		j.mu.Lock()
 		j.closed = true
@@ -551,7 +560,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		finished = started // the GPU gave the plan up when it came to it
 	}
 	if err != nil {
-		a.log.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
+		a.warn.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
 	}
 	results := make([]wire.Result, len(run))
 	for k, i := range run {

@@ -37,6 +37,8 @@ type tcpPuller struct {
 	name    string
 	backoff transport.Backoff
 	log     zerolog.Logger
+	// warn is log rate-limited, for lines that can repeat per batch.
+	warn zerolog.Logger
 	// hooks, if set, ride each data connection (the RDMA path brings its
 	// queue pairs up over them); set before the first up.
 	hooks connHooks
@@ -73,7 +75,7 @@ type peer struct {
 }
 
 func newTCPPuller(n transport.Network, name string, b transport.Backoff, log zerolog.Logger) *tcpPuller {
-	return &tcpPuller{net: n, name: name, backoff: b, log: log, undelivered: new(atomic.Uint64), peers: map[uint32]*peer{}}
+	return &tcpPuller{net: n, name: name, backoff: b, log: log, warn: log, undelivered: new(atomic.Uint64), peers: map[uint32]*peer{}}
 }
 
 // up starts (or keeps) the data connection to frontend id.
@@ -406,7 +408,7 @@ func (p *tcpPuller) send(frontend uint32, rs []wire.Result) {
 // thrown away after its batch ran is worth an operator's notice.
 func (p *tcpPuller) lost(frontend uint32, n int, why string) {
 	p.undelivered.Add(uint64(n))
-	p.log.Warn().Uint32("frontend", frontend).Int("results", n).Str("why", why).Msg("results not delivered")
+	p.warn.Warn().Uint32("frontend", frontend).Int("results", n).Str("why", why).Msg("results not delivered")
 }
 
 // rdmaPuller is the RDMA data path (paper §4.6, §5.5): it READs inputs

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -131,8 +132,10 @@ func (c *Call) Done() <-chan struct{} { return c.done }
 
 // Client is a frontend. It is safe for concurrent use.
 type Client struct {
-	cfg   Config
-	log   zerolog.Logger
+	cfg Config
+	log zerolog.Logger
+	// warn is log rate-limited, for lines that can repeat per message.
+	warn  zerolog.Logger
 	store *InputStore
 	data  transport.Listener
 	// rdma exports the store's regions on the RDMA data path; nil on TCP.
@@ -183,6 +186,9 @@ type Stats struct {
 	// host delivered late. Requests with no result at all by their
 	// deadline are not counted here.
 	Expired atomic.Uint64
+	// SuppressedLogs counts warnings that can repeat per message or
+	// connection held back by the log's rate limit (transport/ratelog).
+	SuppressedLogs atomic.Uint64
 }
 
 // New starts a frontend: it serves input reads on DataAddr and keeps a
@@ -197,6 +203,7 @@ func New(cfg Config) (*Client, error) {
 		pending: make(map[uint64]*Call),
 		readyCh: make(chan struct{}),
 	}
+	c.warn = ratelog.New(c.log, &c.stats.SuppressedLogs)
 	fab, choice, err := rdma.Select(cfg.DataPath)
 	if err != nil {
 		return nil, fmt.Errorf("frontend: %w", err)
@@ -374,14 +381,14 @@ func (c *Client) endSession(s *session) {
 	c.mu.Unlock()
 	s.submit.Close()
 	if lost > 0 {
-		c.log.Warn().Int("requests", lost).Msg("scheduler connection lost with requests waiting: each ends at its deadline unless its running batch answers")
+		c.warn.Warn().Int("requests", lost).Msg("scheduler connection lost with requests waiting: each ends at its deadline unless its running batch answers")
 	}
 }
 
 func (c *Client) onSchedulerMessage(_ transport.Conn, m wire.Message) {
 	ended, ok := m.(*wire.Ended)
 	if !ok {
-		c.log.Warn().Stringer("kind", m.Kind()).Msg("unexpected message from the scheduler")
+		c.warn.Warn().Stringer("kind", m.Kind()).Msg("unexpected message from the scheduler")
 		return
 	}
 	for _, e := range ended.Ends {

@@ -28,6 +28,7 @@ func Handler(stats *backend.Stats) http.Handler {
 		counter("failed_requests_total", "Requests the backend failed: input unavailable or executor error.", stats.Failed.Load),
 		counter("dropped_requests_total", "Requests the backend dropped because its GPU ran too late for their batch to finish by their deadline.", stats.Dropped.Load),
 		counter("undelivered_results_total", "Results not sent because their frontend's data connection was down or the frontend had left.", stats.Undelivered.Load),
+		counter("suppressed_log_lines_total", "Warnings that repeat per plan or connection, held back by the log's rate limit (the counters above count every event).", stats.SuppressedLogs.Load),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }

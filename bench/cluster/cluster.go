@@ -45,6 +45,9 @@ type Config struct {
 	// ResultTrip is the scheduler's service.Config.ResultTrip: the
 	// network's own result delay, before the live floor.
 	ResultTrip time.Duration
+	// StallAfter is the scheduler's service.Config.StallAfter (0: its
+	// default).
+	StallAfter time.Duration
 	// Backends is how many backend agents to start, GPUsPerBackend each.
 	Backends, GPUsPerBackend int
 	// Frontends is how many frontend clients to start.
@@ -155,7 +158,7 @@ func (c *Cluster) startScheduler(addr string) (*service.Service, error) {
 	sc := service.Default()
 	sc.Addr, sc.Network, sc.Models, sc.Log = addr, c.network("scheduler"), cfg.Models, cfg.Log
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cfg.Policy, cfg.Schedulable, cfg.Drop, cfg.Delays
-	sc.WakeupSlack, sc.DrainTimeout, sc.ResultTrip = cfg.WakeupSlack, cfg.DrainTimeout, cfg.ResultTrip
+	sc.WakeupSlack, sc.DrainTimeout, sc.ResultTrip, sc.StallAfter = cfg.WakeupSlack, cfg.DrainTimeout, cfg.ResultTrip, cfg.StallAfter
 	return service.Start(sc)
 }
 

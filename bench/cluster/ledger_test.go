@@ -231,6 +231,13 @@ func (l *ledger) watch(f *frontend.Client, model string, in []byte, call *fronte
 // load offers requests to f from four goroutines, each one every gap,
 // for models in turn, until stop closes. check waits for them to stop.
 func (l *ledger) load(f *frontend.Client, models []string, gap time.Duration, stop <-chan struct{}) {
+	l.loadFrom(func() *frontend.Client { return f }, models, gap, stop)
+}
+
+// loadFrom is load on whichever client pick gives at each request, as an
+// app does on a frontend that restarts: while pick gives nil (the frontend
+// is down) the app issues nothing.
+func (l *ledger) loadFrom(pick func() *frontend.Client, models []string, gap time.Duration, stop <-chan struct{}) {
 	for g := range 4 {
 		l.loaders.Add(1)
 		go func() {
@@ -243,7 +250,9 @@ func (l *ledger) load(f *frontend.Client, models []string, gap time.Duration, st
 					return
 				case <-tick.C:
 				}
-				l.issue(f, models[i%len(models)])
+				if f := pick(); f != nil {
+					l.issue(f, models[i%len(models)])
+				}
 			}
 		}()
 	}

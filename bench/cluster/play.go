@@ -14,9 +14,9 @@ import (
 
 // Play plays a fault scenario against the cluster: each fault at start +
 // its At, in the background (faults that overlap play at once). The
-// cluster must have been started with Config.Faults. It returns at once;
-// stop cancels what has not happened yet (a restart still to come, say)
-// and waits for every fault under way to finish its step.
+// cluster must have been started with Config.Faults. It returns at once,
+// with the Playback that says when every fault has been played to its end
+// and can stop the rest.
 //
 // What each fault does (docs/workload-format.md, "Faults"):
 //   - kill: the process is closed at once, as a crash (a backend abandons
@@ -30,12 +30,13 @@ import (
 //     old one is gone, and the others reconnect to it;
 //   - cut: the process's connection to the scheduler closes; it
 //     reconnects.
-func (c *Cluster) Play(start time.Time, faults []workload.Fault) (stop func(), err error) {
+func (c *Cluster) Play(start time.Time, faults []workload.Fault) (*Playback, error) {
 	if len(faults) > 0 && !c.cfg.Faults {
 		return nil, fmt.Errorf("cluster: a fault scenario needs a cluster started with Config.Faults")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	pb := &Playback{cancel: cancel, done: make(chan struct{})}
+	wg := &pb.wg
 	for _, f := range faults {
 		wg.Go(func() {
 			if !sleepUntil(ctx, start.Add(f.At)) {
@@ -46,10 +47,27 @@ func (c *Cluster) Play(start time.Time, faults []workload.Fault) (stop func(), e
 			}
 		})
 	}
-	return func() {
-		cancel()
-		wg.Wait()
-	}, nil
+	go func() { wg.Wait(); close(pb.done) }()
+	return pb, nil
+}
+
+// Playback is a fault scenario being played (Cluster.Play).
+type Playback struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
+}
+
+// Done is closed once every fault has been played to its end: stalls
+// over, restarted processes back (or given up on).
+func (pb *Playback) Done() <-chan struct{} { return pb.done }
+
+// Stop cancels what has not happened yet (a fault still to come, a
+// restart still to wait for) and waits for every fault under way to
+// finish its step.
+func (pb *Playback) Stop() {
+	pb.cancel()
+	pb.wg.Wait()
 }
 
 // sleepUntil waits until t, or returns false if ctx ends first.

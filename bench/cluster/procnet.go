@@ -43,14 +43,19 @@ type procConn struct {
 	held  []wire.Message // sends held while frozen, in order
 }
 
-// Send passes m on, or holds it while the process is frozen. It sends
-// under the process's lock, so that a thaw's flush of held messages cannot
-// be overtaken by a new one.
+// Send passes m on, or holds a copy of it while the process is frozen: a
+// sender may reuse m's slices once Send returns, as a real connection,
+// which encodes m at once, lets it. It sends under the process's lock, so
+// that a thaw's flush of held messages cannot be overtaken by a new one.
 func (c *procConn) Send(m wire.Message) error {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
 	if c.p.frozen {
-		c.held = append(c.held, m)
+		cp, err := wire.Decode(m.Kind(), wire.Marshal(m))
+		if err != nil {
+			return err
+		}
+		c.held = append(c.held, cp)
 		return nil
 	}
 	return c.inner.Send(m)

@@ -196,7 +196,13 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return c.Target()
 	}
 	if len(w.Faults) > 0 {
-		lf.faults = func(start time.Time) (func(), error) { return current.Play(start, w.Faults) }
+		lf.faults = func(start time.Time) (func(), error) {
+			pb, err := current.Play(start, w.Faults)
+			if err != nil {
+				return nil, err
+			}
+			return pb.Stop, nil
+		}
 	}
 	start := func(ctx context.Context) (*cluster.Cluster, func(), error) {
 		c, cc, release, err := startDemoCluster(ctx, w, dp, log)

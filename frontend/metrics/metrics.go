@@ -48,8 +48,10 @@ func New(stats *frontend.Stats) *Metrics {
 	m.reg.MustRegister(m.requests, m.duration,
 		ends("submitted_requests_total", "Requests made (Infer and Go calls, those failed at once included); each ends answered, dropped or failed.", stats.Submitted.Load),
 		ends("answered_requests_total", "Requests that ended with a result.", stats.Answered.Load),
-		ends("dropped_requests_total", "Requests that ended with a drop (deadline, overload, shutdown, canceled).", stats.Dropped.Load),
+		ends("dropped_requests_total", "Requests that ended with a drop (deadline, overload, shutdown, canceled, expired).", stats.Dropped.Load),
 		ends("failed_requests_total", "Requests that ended with an error.", stats.Failed.Load),
+		ends("expired_requests_total", "Requests among the dropped whose result came after their deadline.", stats.Expired.Load),
+		ends("suppressed_log_lines_total", "Warnings that repeat per message or connection, held back by the log's rate limit.", stats.SuppressedLogs.Load),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

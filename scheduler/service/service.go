@@ -36,6 +36,7 @@ import (
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/rt"
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -171,12 +172,16 @@ func (c Config) Validate() error {
 
 // Service is a running scheduler service.
 type Service struct {
-	cfg       Config
-	log       zerolog.Logger
-	sched     *rt.Scheduler
-	ln        transport.Listener
-	epochUnix int64
-	specs     []wire.ModelSpec
+	cfg Config
+	log zerolog.Logger
+	// warn is log rate-limited, for lines that can repeat per request or
+	// GPU; suppressed counts what it held back.
+	warn       zerolog.Logger
+	suppressed atomic.Uint64
+	sched      *rt.Scheduler
+	ln         transport.Listener
+	epochUnix  int64
+	specs      []wire.ModelSpec
 
 	table slotTable
 
@@ -229,7 +234,10 @@ type Stats struct {
 	// Resubmitted counts requests whose plan could not go to its GPU's
 	// backend (it had left, or was draining) and went back to their
 	// model's queue instead.
-	Resubmitted                              uint64
+	Resubmitted uint64
+	// SuppressedLogs counts the warnings that can repeat per request or
+	// GPU held back by the log's rate limit (transport/ratelog).
+	SuppressedLogs                           uint64
 	StalledGPUs                              int
 	Frontends, Backends, OnlineGPUs, Rejects int
 	// PlansInFlight is the number of plans sent to backends and not yet
@@ -253,6 +261,7 @@ func (s *Service) Snapshot() Stats {
 	defer s.statsMu.Unlock()
 	st := s.stats
 	st.PlansInFlight, st.RankBusy, st.RankWall, st.WakeupLead = inFlight, busy, wall, s.sched.Lead()
+	st.SuppressedLogs = s.suppressed.Load()
 	return st
 }
 
@@ -314,6 +323,7 @@ func Start(cfg Config) (*Service, error) {
 		closeDone: make(chan struct{}),
 	}
 	s.drained = sync.NewCond(&s.mu)
+	s.warn = ratelog.New(s.log, &s.suppressed)
 	var longest time.Duration
 	for _, m := range cfg.Models {
 		longest = max(longest, m.SLO)
@@ -764,7 +774,7 @@ func (s *Service) enable(b *backendConn, gpus []scheduler.GPUID) {
 		s.sched.EnableGPU(g, s.watch.FreeAt(g))
 	}
 	s.count(func(st *Stats) { st.StalledGPUs -= len(gpus); st.OnlineGPUs += len(gpus) })
-	s.log.Info().Str("backend", b.name).Int("gpus", len(gpus)).Msg("stalled GPUs answer again: back in rotation")
+	s.warn.Info().Str("backend", b.name).Int("gpus", len(gpus)).Msg("stalled GPUs answer again: back in rotation")
 }
 
 // leaving starts a backend's drain: its GPUs leave rotation at once, and
@@ -872,7 +882,7 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 			c.OnlineGPUs--
 		}
 	})
-	s.log.Warn().Str("backend", b.name).Uint32("gpu", uint32(st.GPU)).Stringer("why", st.Why).
+	s.warn.Warn().Str("backend", b.name).Uint32("gpu", uint32(st.GPU)).Stringer("why", st.Why).
 		Str("since", now.Sub(st.Since).Round(time.Millisecond).String()).Int("requests_failed", n).
 		Msg("GPU stalled: out of rotation until it answers")
 	s.maybeLeaveOK(b)
@@ -951,7 +961,7 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 		e, ok := s.table.take(r.ID)
 		switch {
 		case !ok:
-			s.log.Error().Uint64("key", uint64(r.ID)).Msg("planned request not in the table")
+			s.warn.Error().Uint64("key", uint64(r.ID)).Msg("planned request not in the table")
 			continue
 		case s.frontends[e.frontend] == nil:
 			orphans++
@@ -1047,7 +1057,7 @@ func (s *Service) requeue(model scheduler.ModelID, ks []kept) {
 func (s *Service) Dropped(_ scheduler.ModelID, d *scheduler.Drop) {
 	e, ok := s.table.take(d.Request.ID)
 	if !ok {
-		s.log.Error().Uint64("key", uint64(d.Request.ID)).Msg("dropped request not in the table")
+		s.warn.Error().Uint64("key", uint64(d.Request.ID)).Msg("dropped request not in the table")
 		return
 	}
 	code := wire.EndDropDeadline

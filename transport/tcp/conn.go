@@ -41,6 +41,8 @@ type conn struct {
 	ln     *listener // the listener that accepted it; nil if dialed
 	remote string
 	log    zerolog.Logger
+	// warn is log rate-limited (Network.warn), for the warnings.
+	warn zerolog.Logger
 
 	// Read side: touched only by onRequest, which netpoll serializes.
 	established bool              // the handshake is over
@@ -71,6 +73,7 @@ func (n *Network) newConn(nc netpoll.Connection, ln *listener) *conn {
 		c.remote = a.String()
 	}
 	c.log = n.opts.Log.With().Str("remote", c.remote).Logger()
+	c.warn = n.warn.With().Str("remote", c.remote).Logger()
 	_ = nc.SetWriteTimeout(n.opts.WriteTimeout)
 	_ = nc.AddCloseCallback(c.onClosed)
 	return c
@@ -107,7 +110,7 @@ func (c *conn) Send(m wire.Message) error {
 	if c.queued > c.net.opts.MaxQueue {
 		c.mu.Unlock()
 		err := fmt.Errorf("tcp: over %d bytes queued: peer too slow", c.net.opts.MaxQueue)
-		c.log.Warn().Err(err).Msg("closing connection")
+		c.warn.Warn().Err(err).Msg("closing connection")
 		c.shut(err, false)
 		return err
 	}
@@ -161,7 +164,7 @@ func (c *conn) flush() {
 				case c.nc.IsActive():
 					// A connection the peer closed is no news (netpoll is
 					// already ending it); a timeout or an error is.
-					c.log.Warn().Err(err).Msg("closing connection: write failed")
+					c.warn.Warn().Err(err).Msg("closing connection: write failed")
 					c.shut(fmt.Errorf("tcp: write: %w", err), false)
 				}
 				return
@@ -248,7 +251,7 @@ func (c *conn) startHandshakeTimer() {
 		late := !c.helloSeen
 		c.mu.Unlock()
 		if late {
-			c.log.Warn().Str("timeout", c.net.opts.HandshakeTimeout.String()).Msg("closing connection: no hello in time")
+			c.warn.Warn().Str("timeout", c.net.opts.HandshakeTimeout.String()).Msg("closing connection: no hello in time")
 			c.shut(errHandshakeTimeout, false)
 		}
 	})
@@ -346,7 +349,7 @@ func (c *conn) handshake(hello *wire.Hello) bool {
 	c.mu.Unlock()
 	if hello.Version != wire.Version {
 		reason := fmt.Sprintf("protocol version %d, want %d", hello.Version, wire.Version)
-		c.log.Warn().Str("name", hello.Name).Str("reason", reason).Msg("rejecting dialer")
+		c.warn.Warn().Str("name", hello.Name).Str("reason", reason).Msg("rejecting dialer")
 		c.reject(reason)
 		return false
 	}
@@ -396,7 +399,7 @@ func (c *conn) reject(reason string) {
 
 // protocolError closes the connection over a peer's bad frame.
 func (c *conn) protocolError(r netpoll.Reader, err error) {
-	c.log.Warn().Err(err).Msg("closing connection: protocol error")
+	c.warn.Warn().Err(err).Msg("closing connection: protocol error")
 	discard(r)
 	c.shut(err, false)
 }
@@ -405,7 +408,7 @@ func (c *conn) protocolError(r netpoll.Reader, err error) {
 // closing already, or the peer closed it in the middle of a frame.
 func (c *conn) readFailed(r netpoll.Reader, err error) {
 	if n := r.Len(); n > 0 && !c.stopped.Load() {
-		c.log.Warn().Int("bytes", n).Err(err).Msg("closing connection: peer closed mid-frame")
+		c.warn.Warn().Int("bytes", n).Err(err).Msg("closing connection: peer closed mid-frame")
 		err = fmt.Errorf("tcp: connection closed mid-frame: %w", io.ErrUnexpectedEOF)
 	}
 	discard(r)

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -69,7 +70,7 @@ type hostileServer struct {
 func newHostileServer(t *testing.T, handshake time.Duration) *hostileServer {
 	s := &hostileServer{t: t, logs: &logBuffer{}, got: make(chan uint64, 16)}
 	s.net = New(Options{MaxFrame: 1 << 20, HandshakeTimeout: handshake,
-		Log: zerolog.New(s.logs).Level(zerolog.WarnLevel)})
+		Log: zerolog.New(s.logs).Level(zerolog.WarnLevel), WarnBurst: 1000})
 	t.Cleanup(s.net.Close)
 	ln, err := s.net.Listen("127.0.0.1:0", func(transport.Conn, *wire.Hello) (*wire.Welcome, transport.Handler, error) {
 		return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{
@@ -299,5 +300,38 @@ func TestSlowloris(t *testing.T) {
 		expectClosed(t, c)
 		s.expectLog(c, "no hello in time")
 		s.healthy()
+	}
+}
+
+// A flood of hostile dialers logs a few warnings a second, not one each;
+// the network counts the rest.
+func TestHostileFloodIsRateLimited(t *testing.T) {
+	var logs logBuffer
+	n := New(Options{HandshakeTimeout: time.Second, Log: zerolog.New(&logs).Level(zerolog.WarnLevel)})
+	defer n.Close()
+	ln, err := n.Listen("127.0.0.1:0", func(transport.Conn, *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+		return nil, nil, errors.New("never reached")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const dialers = 40
+	for range dialers {
+		c, err := net.Dial("tcp", ln.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, c.(*net.TCPConn), append(header(0, 200), 0))
+		expectClosed(t, c.(*net.TCPConn))
+	}
+	logs.mu.Lock()
+	lines := strings.Count(logs.buf.String(), "\n")
+	logs.mu.Unlock()
+	if lines > 2*ratelog.DefaultBurst || lines == 0 {
+		t.Errorf("%d warning lines for %d bad dialers, want a rate-limited few", lines, dialers)
+	}
+	if got := n.SuppressedLogs(); got+uint64(lines) != dialers {
+		t.Errorf("%d lines logged and %d held back, want %d in all", lines, got, dialers)
 	}
 }

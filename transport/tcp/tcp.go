@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudwego/netpoll"
@@ -28,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -57,8 +59,13 @@ type Options struct {
 	// unbounded or nonblocking, or Send could wait for a free worker.
 	Pool *ants.Pool
 	// Log receives per-connection warnings (protocol errors, timeouts) and
-	// debug events. The zero Logger is silent.
+	// debug events. The zero Logger is silent. Warnings are rate-limited
+	// (transport/ratelog): a flood of bad dialers logs WarnBurst lines a
+	// second, and Network.SuppressedLogs counts the rest.
 	Log zerolog.Logger
+	// WarnBurst is how many warnings a second pass the rate limit (0:
+	// ratelog.DefaultBurst).
+	WarnBurst uint32
 }
 
 // Default returns the production settings: frames up to
@@ -99,7 +106,14 @@ type Network struct {
 	pool    *ants.Pool
 	ownPool bool
 	chunks  sync.Pool // *[]byte send-queue chunks, shared by the connections
+	// warn is opts.Log rate-limited, for the per-connection warnings.
+	warn       zerolog.Logger
+	suppressed atomic.Uint64
 }
+
+// SuppressedLogs is the number of per-connection warnings held back by the
+// log's rate limit.
+func (n *Network) SuppressedLogs() uint64 { return n.suppressed.Load() }
 
 var _ transport.Network = (*Network)(nil)
 
@@ -127,6 +141,11 @@ func New(opts Options) *Network {
 		panic(err)
 	}
 	n := &Network{opts: opts, pool: opts.Pool}
+	burst := opts.WarnBurst
+	if burst == 0 {
+		burst = ratelog.DefaultBurst
+	}
+	n.warn = opts.Log.Sample(ratelog.NewSampler(burst, time.Second, &n.suppressed))
 	if n.pool == nil {
 		p, err := ants.NewPool(0) // unbounded: never makes Send wait
 		if err != nil {

@@ -55,6 +55,7 @@ func NewCollector(src Source) prometheus.Collector {
 	add("gpu_stalls_total", "GPUs taken out of rotation because a plan was overdue or their backend fell silent.", counter, func(s *service.Stats) float64 { return float64(s.Stalls) })
 	add("stalled_gpus", "GPUs out of rotation now, waiting for their backend to answer.", gauge, func(s *service.Stats) float64 { return float64(s.StalledGPUs) })
 	add("resubmitted_requests_total", "Requests whose plan could not reach its backend (it had left or drained) and went back to their model's queue.", counter, func(s *service.Stats) float64 { return float64(s.Resubmitted) })
+	add("suppressed_log_lines_total", "Warnings that repeat per request or GPU, held back by the log's rate limit.", counter, func(s *service.Stats) float64 { return float64(s.SuppressedLogs) })
 	add("wakeup_lead_seconds", "How early the rank loop's timers fire: the measured lateness of its timers.", gauge, func(s *service.Stats) float64 { return s.WakeupLead.Seconds() })
 	return c
 }
