@@ -134,19 +134,10 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	// The first signal starts a graceful stop; a second cuts its drain
 	// short (the plans still out end as shutdown drops, and the scheduler
 	// still stops cleanly); a third exits at once.
-	sigs := make(chan os.Signal, 3)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	<-sigs
-	go func() {
-		<-sigs
+	onSignals(log, svc.Close, func() {
 		log.Warn().Msg("second signal: ending the plans still in flight as shutdown drops (a third exits at once)")
 		svc.EndDrain()
-		<-sigs
-		log.Error().Msg("third signal: exiting without finishing the stop")
-		os.Exit(130)
-	}()
-	svc.Close()
+	})
 	st := svc.Snapshot()
 	log.Info().Uint64("tasks", st.Tasks).Uint64("planned", st.Planned).Uint64("dropped", st.Dropped).Uint64("failed", st.Failed).Msg("scheduler stopped")
 	return nil
@@ -161,12 +152,16 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "name in logs (default backend-PID)")
 	dp := addDataPathFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
+	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, the longest to wait for the plans held to finish and their results to go out before exiting; a second signal cuts it short")
 	verbose := fs.Bool("v", false, "log more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	if *drain <= 0 {
+		return usageErr("--drain must be positive")
 	}
 	log := processLogger(stderr, *verbose)
 	bc := backend.Default()
@@ -189,14 +184,57 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	if err := a.WaitReady(ctx); err == nil {
-		fmt.Fprintf(stdout, "backend %s registered %d GPUs with %s, data path %v\n", bc.Name, bc.GPUs, *sched, a.DataPath())
-	}
-	<-ctx.Done()
-	a.Close()
+	rctx, stopWaiting := context.WithCancel(context.Background())
+	defer stopWaiting()
+	go func() {
+		if a.WaitReady(rctx) == nil {
+			fmt.Fprintf(stdout, "backend %s registered %d GPUs with %s, data path %v\n", bc.Name, bc.GPUs, *sched, a.DataPath())
+		}
+	}()
+	// The first signal drains: the scheduler plans nothing more here, the
+	// plans held run and their results go out, then the backend exits (a
+	// rolling restart fails no request); a second closes at once, as a
+	// crash would; a third exits.
+	dctx, cancel := context.WithTimeout(context.Background(), *drain)
+	defer cancel()
+	onSignals(log, func() {
+		if err := a.Drain(dctx); err != nil {
+			log.Warn().Err(err).Msg("drain cut short: the plans still held fail as backend lost")
+		}
+	}, func() {
+		log.Warn().Msg("second signal: closing without finishing the plans held (a third exits at once)")
+		cancel()
+	})
 	return nil
+}
+
+// onSignals waits for SIGINT or SIGTERM, then runs graceful and returns
+// when it does. Each further signal runs the next of hurry, meant to cut
+// the graceful stop short; a signal past the last of them exits at once.
+func onSignals(log zerolog.Logger, graceful func(), hurry ...func()) {
+	sigs := make(chan os.Signal, len(hurry)+2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	<-sigs
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for _, h := range hurry {
+			select {
+			case <-sigs:
+				h()
+			case <-done:
+				return
+			}
+		}
+		select {
+		case <-sigs:
+			log.Error().Msg("signal: exiting without finishing the stop")
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	graceful()
 }
 
 // runFrontend is `symphony frontend`: a frontend serving the KServe v2

@@ -494,12 +494,15 @@ func (s *Service) accept(c transport.Conn, h *wire.Hello) (*wire.Welcome, transp
 		return s.acceptBackend(c, h)
 	}
 	s.count(func(st *Stats) { st.Rejects++ })
-	return nil, nil, fmt.Errorf("the scheduler takes frontends and backends, not %v", h.Role)
+	err := fmt.Errorf("the scheduler takes frontends and backends, not %v", h.Role)
+	s.warn.Warn().Str("name", h.Name).Err(err).Msg("dialer refused")
+	return nil, nil, err
 }
 
 func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
 	if h.DataAddr == "" {
 		s.count(func(st *Stats) { st.Rejects++ })
+		s.warn.Warn().Str("name", h.Name).Msg("frontend refused: it gave no data address")
 		return nil, nil, errors.New("a frontend must give its data address")
 	}
 	s.mu.Lock()
@@ -655,7 +658,9 @@ func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome,
 	base, ok := s.findGPURange(n)
 	if !ok {
 		s.count(func(st *Stats) { st.Rejects++ })
-		return nil, nil, fmt.Errorf("no room for %d more GPUs (max %d)", n, s.cfg.MaxGPUs)
+		err := fmt.Errorf("no room for %d more GPUs (max %d: raise the scheduler's --max-gpus)", n, s.cfg.MaxGPUs)
+		s.warn.Warn().Str("name", h.Name).Int("gpus", n).Err(err).Msg("backend refused")
+		return nil, nil, err
 	}
 	s.nextBackend++
 	b := &backendConn{id: s.nextBackend, name: h.Name, conn: c, base: base, n: n}
