@@ -180,6 +180,27 @@ type job struct {
 type gpuWorker struct {
 	index int
 	jobs  chan *job
+	// slowdown is how much longer than their profile this GPU's batches
+	// take: an exponentially weighted mean of the ratio, touched only by
+	// the worker. The late-start rule judges a batch by it, so that a GPU
+	// slower than its profile (a throttled card, say) drops what it
+	// cannot finish in time rather than answering late.
+	slowdown float64
+}
+
+// slowdownWeight is the weight of each batch in a GPU's slowdown: it
+// follows roughly the last ten batches.
+const slowdownWeight = 0.1
+
+// latency is how long a batch of k of model takes on this GPU: its
+// profile, stretched by the GPU's measured slowdown if it runs slow.
+func (w *gpuWorker) latency(model wire.ModelSpec, k int) time.Duration {
+	return time.Duration(float64(model.Latency[k-1]) * max(w.slowdown, 1))
+}
+
+// measured records that a batch of k ran for took.
+func (w *gpuWorker) measured(model wire.ModelSpec, k int, took time.Duration) {
+	w.slowdown += slowdownWeight * (float64(took)/float64(model.Latency[k-1]) - w.slowdown)
 }
 
 // Start starts a backend: it connects to the scheduler (reconnecting with
@@ -234,7 +255,7 @@ func Start(cfg Config) (*Agent, error) {
 	a.life, a.stop = ctx, cancel
 	var wg sync.WaitGroup
 	for i := 0; i < cfg.GPUs; i++ {
-		w := &gpuWorker{index: i, jobs: make(chan *job, cfg.QueueDepth)}
+		w := &gpuWorker{index: i, jobs: make(chan *job, cfg.QueueDepth), slowdown: 1}
 		a.gpus = append(a.gpus, w)
 		wg.Add(1)
 		go func() { defer wg.Done(); a.runGPU(ctx, w) }()
@@ -494,7 +515,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	// until the latest start without the earliest-deadline request, and
 	// so on. A read that stalls for a few milliseconds then costs the
 	// batch its most urgent requests, not all of it.
-	if !a.waitInputs(ctx, j, order) {
+	if !a.waitInputs(ctx, w, j, order) {
 		return
 	}
 	j.cancelPulls()
@@ -519,7 +540,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	// that runs late turns its lateness into drops now, not late answers
 	// later. Those, and the requests whose inputs did not come, end now,
 	// before the batch runs.
-	drop := lateHeads(p, run, started, j.model.Latency)
+	drop := lateHeads(p, run, started, func(k int) time.Duration { return w.latency(j.model, k) })
 	late := run[:drop]
 	run = run[drop:]
 	behind := started.Sub(time.Unix(0, p.ExecAt))
@@ -531,7 +552,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	for _, i := range order {
 		switch {
 		case j.inputs[i] != nil:
-		case started.Add(j.model.Latency[0]).UnixNano() > p.Tasks[i].FinishBy:
+		case started.Add(w.latency(j.model, 1)).UnixNano() > p.Tasks[i].FinishBy:
 			// Too late even alone: its input would not have helped.
 			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
 				Detail: fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))})
@@ -558,6 +579,8 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	finished := time.Now()
 	if len(run) == 0 {
 		finished = started // the GPU gave the plan up when it came to it
+	} else if err == nil {
+		w.measured(j.model, len(run), finished.Sub(started))
 	}
 	if err != nil {
 		a.warn.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
@@ -578,17 +601,18 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 
 // waitInputs waits until the plan's inputs are in or no request of it can
 // finish in time any more (see runJob). It returns false if ctx ended.
-func (a *Agent) waitInputs(ctx context.Context, j *job, order []int) bool {
+func (a *Agent) waitInputs(ctx context.Context, w *gpuWorker, j *job, order []int) bool {
 	p, n := j.plan, len(order)
+	lat := func(k int) time.Duration { return w.latency(j.model, k) }
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	for {
 		start := time.Now().Add(max(time.Until(time.Unix(0, p.ExecAt)), 0))
-		h := lateHeads(p, order, start, j.model.Latency)
+		h := lateHeads(p, order, start, lat)
 		if h == n {
 			return true
 		}
-		latest := time.Unix(0, p.Tasks[order[h]].FinishBy).Add(-j.model.Latency[n-h-1])
+		latest := time.Unix(0, p.Tasks[order[h]].FinishBy).Add(-lat(n - h))
 		wait.Reset(time.Until(latest))
 		select {
 		case <-j.pulled:
@@ -601,13 +625,14 @@ func (a *Agent) waitInputs(ctx context.Context, j *job, order []int) bool {
 }
 
 // lateHeads returns how many of the requests idx (indexes into p.Tasks,
-// in finish-by order) a batch starting at start must leave out for the
-// rest to finish in time: the fewest earliest-deadline ones. Leaving out
+// in finish-by order) a batch starting at start, and taking latency(k) for
+// k requests, must leave out for the rest to finish in time: the fewest
+// earliest-deadline ones. Leaving out
 // the earliest deadlines is best: the best batch of any size k is the k
 // latest deadlines, and if those k fit, so do the k-1 latest.
-func lateHeads(p *wire.Plan, idx []int, start time.Time, latency []time.Duration) int {
+func lateHeads(p *wire.Plan, idx []int, start time.Time, latency func(k int) time.Duration) int {
 	h := 0
-	for h < len(idx) && start.Add(latency[len(idx)-h-1]).UnixNano() > p.Tasks[idx[h]].FinishBy {
+	for h < len(idx) && start.Add(latency(len(idx)-h)).UnixNano() > p.Tasks[idx[h]].FinishBy {
 		h++
 	}
 	return h
