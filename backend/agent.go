@@ -147,6 +147,9 @@ type Stats struct {
 	// connection (executor failures, full GPU queues, undelivered
 	// results) held back by the agent's rate limit (transport/ratelog).
 	SuppressedLogs atomic.Uint64
+	// StartLag counts how late each batch started against its plan's
+	// ExecAt, plans given up included.
+	StartLag LagHistogram
 }
 
 // schedSession is one connection to the scheduler. GPU IDs are only valid
@@ -544,6 +547,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	late := run[:drop]
 	run = run[drop:]
 	behind := started.Sub(time.Unix(0, p.ExecAt))
+	a.stats.StartLag.Record(behind)
 	ends := make([]wire.Result, 0, n-len(run))
 	for _, i := range late {
 		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,

@@ -183,3 +183,30 @@ func TestPlanTooLateForAllIsGivenUp(t *testing.T) {
 		t.Errorf("GPUFree %+v: want nothing run, and the moment the GPU gave the plan up", free)
 	}
 }
+
+// The lag histogram's quantiles are the bounds of the buckets they fall
+// in, and snapshots of several backends merge.
+func TestLagHistogram(t *testing.T) {
+	var h LagHistogram
+	for range 98 {
+		h.Record(3 * time.Microsecond) // bucket [2µs, 4µs)
+	}
+	h.Record(3 * time.Millisecond)
+	h.Record(-time.Second) // early counts as on time
+	s := h.Snapshot()
+	if s.Total() != 100 || s.Quantile(0.5) != 4*time.Microsecond || s.Quantile(0.99) != 4096*time.Microsecond {
+		t.Errorf("total %d p50 %v p99 %v", s.Total(), s.Quantile(0.5), s.Quantile(0.99))
+	}
+	if s.Counts[0] != 1 {
+		t.Errorf("a batch started early is not counted as on time: %v", s.Counts)
+	}
+	var other LagHistogram
+	other.Record(10 * time.Second) // past the last bound
+	s.Merge(other.Snapshot())
+	if s.Total() != 101 || s.Quantile(1) != LagBound(LagBuckets-1) {
+		t.Errorf("merged: total %d max %v", s.Total(), s.Quantile(1))
+	}
+	if (LagSnapshot{}).Quantile(0.5) != 0 {
+		t.Error("empty histogram has a quantile")
+	}
+}

@@ -29,6 +29,27 @@ func Handler(stats *backend.Stats) http.Handler {
 		counter("dropped_requests_total", "Requests the backend dropped because its GPU ran too late for their batch to finish by their deadline.", stats.Dropped.Load),
 		counter("undelivered_results_total", "Results not sent because their frontend's data connection was down or the frontend had left.", stats.Undelivered.Load),
 		counter("suppressed_log_lines_total", "Warnings that repeat per plan or connection, held back by the log's rate limit (the counters above count every event).", stats.SuppressedLogs.Load),
+		lagCollector{stats, prometheus.NewDesc("symphony_backend_batch_start_lag_seconds",
+			"How late batches started against their plans' exec_at: a GPU that runs behind its plans, which the scheduler corrects for.", nil, nil)},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// lagCollector exports Stats.StartLag as a histogram, read at scrape time.
+type lagCollector struct {
+	stats *backend.Stats
+	desc  *prometheus.Desc
+}
+
+func (c lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats.StartLag.Snapshot()
+	buckets := make(map[float64]uint64, backend.LagBuckets-1)
+	var cum uint64
+	for i := range backend.LagBuckets - 1 {
+		cum += s.Counts[i]
+		buckets[backend.LagBound(i).Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(c.desc, s.Total(), s.Sum.Seconds(), buckets)
 }

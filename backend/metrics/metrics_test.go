@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symphony-serving/symphony/backend"
 )
@@ -15,6 +16,8 @@ func TestHandlerExportsTheAgentsCounters(t *testing.T) {
 	st.Requests.Store(20)
 	st.Failed.Store(2)
 	st.Undelivered.Store(5)
+	st.StartLag.Record(3 * time.Microsecond)
+	st.StartLag.Record(2 * time.Second)
 	rec := httptest.NewRecorder()
 	Handler(&st).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -23,6 +26,9 @@ func TestHandlerExportsTheAgentsCounters(t *testing.T) {
 		"symphony_backend_requests_total 20\n",
 		"symphony_backend_failed_requests_total 2\n",
 		"symphony_backend_undelivered_results_total 5\n",
+		`symphony_backend_batch_start_lag_seconds_bucket{le="4e-06"} 1` + "\n",
+		`symphony_backend_batch_start_lag_seconds_bucket{le="+Inf"} 2` + "\n",
+		"symphony_backend_batch_start_lag_seconds_count 2\n",
 		"go_goroutines ",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/scheduler"
@@ -275,6 +276,25 @@ func (c *Cluster) Frontend(i int) *frontend.Client {
 		return c.Frontends[i]
 	}
 	return nil
+}
+
+// BackendTiming sums the timing of the backends now running: how late
+// their batches started against the plans, and what they dropped for it.
+func (c *Cluster) BackendTiming() report.BackendTiming {
+	c.mu.Lock()
+	backs := slices.Clone(c.Backends)
+	c.mu.Unlock()
+	var lag backend.LagSnapshot
+	var dropped uint64
+	for _, b := range backs {
+		if b != nil {
+			lag.Merge(b.Stats().StartLag.Snapshot())
+			dropped += b.Stats().Dropped.Load()
+		}
+	}
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+	return report.BackendTiming{Batches: lag.Total(), StartLagP50ms: ms(lag.Quantile(0.5)),
+		StartLagP99ms: ms(lag.Quantile(0.99)), StartLagP999ms: ms(lag.Quantile(0.999)), DroppedLate: dropped}
 }
 
 // Close stops everything: frontends first (ending their pending requests),

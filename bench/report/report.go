@@ -26,6 +26,9 @@ type Report struct {
 	// Faults is how the run fared under its fault scenario, when the
 	// workload has one.
 	Faults *FaultReport `json:"faults,omitempty"`
+	// Backends is what a live cluster's backends saw of their own timing
+	// (symphony demo), over the whole run, warmup included.
+	Backends *BackendTiming `json:"backends,omitempty"`
 
 	// Latency holds every answered request's end-to-end latency, for plots.
 	Latency *Histogram `json:"-"`
@@ -116,6 +119,22 @@ type TimePoint struct {
 	// runs with an epoch job: the stacked panel of the paper's Figure 14.
 	ModelGoodputRPS []float64 `json:"model_goodput_rps,omitempty"`
 	ModelBadRPS     []float64 `json:"model_bad_rps,omitempty"`
+}
+
+// BackendTiming is how far behind their plans a live cluster's GPUs ran:
+// what the scheduler corrects for, and what the backends could not make
+// up for and dropped.
+type BackendTiming struct {
+	Batches uint64 `json:"batches"`
+	// StartLag quantiles are upper bounds (the histogram's buckets double
+	// from 1µs), in milliseconds, of how late batches started against
+	// their plans' exec_at.
+	StartLagP50ms  float64 `json:"start_lag_p50_ms"`
+	StartLagP99ms  float64 `json:"start_lag_p99_ms"`
+	StartLagP999ms float64 `json:"start_lag_p999_ms"`
+	// DroppedLate counts the requests backends dropped before running
+	// them because their GPU ran too late for them.
+	DroppedLate uint64 `json:"dropped_late"`
 }
 
 // EpochRecord is what one run of the epoch job saw and decided.

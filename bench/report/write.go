@@ -121,6 +121,10 @@ func WriteTable(w io.Writer, r *Report) error {
 	ew.printf("batch    mean %s   GPU busy %s%%   idle %s%%\n",
 		fmtNum(s.MeanBatchSize, 2), fmtNum(100*s.GPUBusyFraction, 1), fmtNum(100*s.GPUIdleFraction, 1))
 	ew.printf("autoscale %s\n", adviceString(r.Autoscale))
+	if b := r.Backends; b != nil {
+		ew.printf("backends batches started behind plan: p50 <= %s ms, p99 <= %s ms, p99.9 <= %s ms (%d batches); %d requests dropped as too late to run\n",
+			fmtNum(b.StartLagP50ms, 3), fmtNum(b.StartLagP99ms, 3), fmtNum(b.StartLagP999ms, 3), b.Batches, b.DroppedLate)
+	}
 
 	if len(r.Models) > 0 {
 		models := tableModels(r.Models)

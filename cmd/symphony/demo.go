@@ -47,6 +47,9 @@ type loadFlags struct {
 	// faults plays the workload's fault scenario against the cluster
 	// under load (loadgen.Options.Faults); demo sets it.
 	faults func(start time.Time) (stop func(), err error)
+	// annotate, if set, adds to a single run's report before it is
+	// written (demo: the backends' timing).
+	annotate func(*report.Report)
 }
 
 // defaultInputBytes is the input size the load generator sends for a
@@ -140,6 +143,9 @@ func (lf *loadFlags) drive(ctx context.Context, t loadgen.Target, w *workload.Wo
 		r, err = loadgen.FindGoodput(ctx, t, w, o)
 	} else {
 		r, err = loadgen.Run(ctx, t, w, o)
+		if r != nil && lf.annotate != nil {
+			lf.annotate(r)
+		}
 	}
 	return lf.writeRun(r, err, stdout)
 }
@@ -232,6 +238,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer release()
+	lf.annotate = func(r *report.Report) {
+		bt := c.BackendTiming()
+		r.Backends = &bt
+	}
 	client := c.Frontends[0]
 	if *httpAddr != "" {
 		srv, addr, err := serveGateway(client, *httpAddr, gateway.Default(), true, log)
