@@ -125,8 +125,10 @@ type Agent struct {
 	// any more.
 	draining bool
 	// jobs counts the plans queued or running on the GPUs, so that Drain
-	// can wait for them.
-	jobs sync.WaitGroup
+	// can wait for them; idle gets a signal (capacity 1) each time it
+	// falls to zero.
+	jobs atomic.Int64
+	idle chan struct{}
 
 	stats Stats
 }
@@ -175,14 +177,27 @@ type job struct {
 	inputs [][]byte
 	why    []string // why inputs[i] is missing
 	closed bool     // the worker stopped waiting; late pulls are ignored
-	pulled chan struct{}
+	// pulled closes when every frontend's read is done; progress gets a
+	// signal (capacity 1) each time one is, and remaining counts those
+	// still out (under mu).
+	pulled    chan struct{}
+	progress  chan struct{}
+	remaining int
 	// cancelPulls stops pulls the worker no longer waits for.
 	cancelPulls context.CancelFunc
+	// retired: the scheduler ended this plan's requests (wire.Retire);
+	// the GPU skips it.
+	retired atomic.Bool
 }
 
 type gpuWorker struct {
 	index int
-	jobs  chan *job
+	depth int
+	// queue holds the plans waiting for the GPU, in order (under mu);
+	// ready gets a signal (capacity 1) when one is added.
+	mu    sync.Mutex
+	queue []*job
+	ready chan struct{}
 	// slowdown is how much longer than their profile this GPU's batches
 	// take: an exponentially weighted mean of the ratio, touched only by
 	// the worker. The late-start rule judges a batch by it, so that a GPU
@@ -225,7 +240,7 @@ func Start(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: log, exec: cfg.Executor, pool: pool,
 		pull: newTCPPuller(cfg.Network, cfg.Name, cfg.Backoff, log),
-		done: make(chan struct{}), ready: make(chan struct{}),
+		done: make(chan struct{}), ready: make(chan struct{}), idle: make(chan struct{}, 1),
 	}
 	a.reads = a.pull
 	a.pull.undelivered = &a.stats.Undelivered
@@ -258,7 +273,7 @@ func Start(cfg Config) (*Agent, error) {
 	a.life, a.stop = ctx, cancel
 	var wg sync.WaitGroup
 	for i := 0; i < cfg.GPUs; i++ {
-		w := &gpuWorker{index: i, jobs: make(chan *job, cfg.QueueDepth), slowdown: 1}
+		w := &gpuWorker{index: i, depth: cfg.QueueDepth, ready: make(chan struct{}, 1), slowdown: 1}
 		a.gpus = append(a.gpus, w)
 		wg.Add(1)
 		go func() { defer wg.Done(); a.runGPU(ctx, w) }()
@@ -369,9 +384,20 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
+	if a.draining {
+		// Drain began while the models loaded: bring no GPU online.
+		a.mu.Unlock()
+		conn.Close(errors.New("backend draining"))
+		<-closed
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	a.session = sess
+	// Sent under a.mu, so that a Drain sees either no session (and this
+	// one never reports ready) or one whose Leaving follows BackendReady.
+	err = conn.Send(&wire.BackendReady{GPUs: uint32(a.cfg.GPUs)})
 	a.mu.Unlock()
-	if err := conn.Send(&wire.BackendReady{GPUs: uint32(a.cfg.GPUs)}); err != nil {
+	if err != nil {
 		<-closed
 		return err
 	}
@@ -399,6 +425,8 @@ func (a *Agent) onSchedulerMessage(s *schedSession, m wire.Message) {
 		a.startPlan(s, m)
 	case *wire.LeaveOK:
 		s.leaveOKOnce.Do(func() { close(s.leaveOK) })
+	case *wire.Retire:
+		a.retire(m.Plans)
 	case *wire.FrontendUp:
 		a.pull.up(m.ID, m.DataAddr)
 	case *wire.FrontendDown:
@@ -423,34 +451,44 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	}
 	a.stats.Plans.Add(1)
 	a.stats.Requests.Add(uint64(len(p.Tasks)))
-	j := &job{s: s, plan: p, model: model, inputs: make([][]byte, len(p.Tasks)), why: make([]string, len(p.Tasks)), pulled: make(chan struct{})}
-	// Group the reads by frontend: one Read per frontend, all sent at
-	// once by one pool task, which then collects the replies.
+	j := &job{s: s, plan: p, model: model, inputs: make([][]byte, len(p.Tasks)), why: make([]string, len(p.Tasks)),
+		pulled: make(chan struct{}), progress: make(chan struct{}, 1)}
+	if a.tooLate(p, model) {
+		// Dead on arrival (a plan held up on its way, say behind a
+		// stall): it ends now, without a pull and without taking a place
+		// in the GPU's queue from the plans that can still run.
+		a.stats.StartLag.Record(time.Since(time.Unix(0, p.ExecAt)))
+		ends := make([]wire.Result, len(p.Tasks))
+		for i := range p.Tasks {
+			ends[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: "its plan reached the backend too late to run"}
+		}
+		a.deliver(p, ends)
+		a.report(j, ends, 0, time.Time{}, time.Time{})
+		return
+	}
+	// One Read per frontend, each on a pool task of its own, sent at
+	// once: a frontend that answers late then holds up only its own
+	// requests, and the worker can run the others.
 	byFrontend := map[uint32][]int{}
 	for i := range p.Tasks {
 		byFrontend[p.Tasks[i].Frontend] = append(byFrontend[p.Tasks[i].Frontend], i)
 	}
 	ctx, cancel := context.WithDeadline(a.life, time.Unix(0, p.Deadline))
 	j.cancelPulls = cancel
-	task := func() {
-		reads := make([]PullRead, 0, len(byFrontend))
-		idxs := make([][]int, 0, len(byFrontend))
-		for fid, idx := range byFrontend {
+	j.remaining = len(byFrontend)
+	for fid, idx := range byFrontend {
+		task := func() {
 			r := PullRead{Frontend: fid, Ops: make([]wire.InputRef, len(idx)), Dst: make([][]byte, len(idx))}
 			for k, i := range idx {
 				r.Ops[k] = p.Tasks[i].Input
 			}
-			reads = append(reads, r)
-			idxs = append(idxs, idx)
-		}
-		errs := a.reads.ReadAll(ctx, reads)
-		j.mu.Lock()
-		if !j.closed {
-			for n, r := range reads {
-				for k, i := range idxs[n] {
+			err := a.reads.ReadAll(ctx, []PullRead{r})[0]
+			j.mu.Lock()
+			if !j.closed {
+				for k, i := range idx {
 					switch {
-					case errs[n] != nil:
-						j.why[i] = errs[n].Error()
+					case err != nil:
+						j.why[i] = err.Error()
 					case r.Dst[k] == nil:
 						j.why[i] = "input no longer held by its frontend"
 					default:
@@ -458,18 +496,23 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 					}
 				}
 			}
+			j.remaining--
+			if j.remaining == 0 {
+				close(j.pulled)
+			}
+			j.mu.Unlock()
+			select {
+			case j.progress <- struct{}{}:
+			default:
+			}
 		}
-		close(j.pulled)
-		j.mu.Unlock()
+		if err := a.pool.Submit(task); err != nil {
+			go task() // pool closed or full: still pull
+		}
 	}
-	if err := a.pool.Submit(task); err != nil {
-		go task() // pool closed or full: still pull
-	}
-	a.jobs.Add(1)
-	select {
-	case a.gpus[local].jobs <- j:
-	default:
-		a.jobs.Done()
+	a.jobAdded()
+	if !a.push(a.gpus[local], j) {
+		a.jobDone()
 		a.warn.Error().Uint64("plan", p.ID).Int("gpu", local).Msg("GPU queue full; failing the plan")
 		cancel()
 		j.mu.Lock()
@@ -484,15 +527,93 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	}
 }
 
+// tooLate reports whether no request of p could finish in time even if it
+// ran alone and at once.
+func (a *Agent) tooLate(p *wire.Plan, model wire.ModelSpec) bool {
+	soonest := time.Now().Add(model.Latency[0]).UnixNano()
+	for i := range p.Tasks {
+		if p.Tasks[i].FinishBy >= soonest {
+			return false
+		}
+	}
+	return true
+}
+
+// push queues j on w, making room by taking out retired plans if the
+// queue is full; false if it is full of plans still to run.
+func (a *Agent) push(w *gpuWorker, j *job) bool {
+	w.mu.Lock()
+	if len(w.queue) >= w.depth {
+		kept := w.queue[:0]
+		for _, q := range w.queue {
+			if q.retired.Load() {
+				q.cancelPulls()
+				a.jobDone()
+				continue
+			}
+			kept = append(kept, q)
+		}
+		clear(w.queue[len(kept):])
+		w.queue = kept
+	}
+	ok := len(w.queue) < w.depth
+	if ok {
+		w.queue = append(w.queue, j)
+	}
+	w.mu.Unlock()
+	if ok {
+		select {
+		case w.ready <- struct{}{}:
+		default:
+		}
+	}
+	return ok
+}
+
+// retire marks the plans ids retired, wherever they wait.
+func (a *Agent) retire(ids []uint64) {
+	set := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	for _, w := range a.gpus {
+		w.mu.Lock()
+		for _, q := range w.queue {
+			if set[q.plan.ID] {
+				q.retired.Store(true)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
 // runGPU runs one GPU's plans in order.
 func (a *Agent) runGPU(ctx context.Context, w *gpuWorker) {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case j := <-w.jobs:
+		w.mu.Lock()
+		var j *job
+		if len(w.queue) > 0 {
+			j = w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+		}
+		w.mu.Unlock()
+		if j == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.ready:
+			}
+			continue
+		}
+		if j.retired.Load() {
+			j.cancelPulls() // the scheduler ended its requests already
+		} else {
 			a.runJob(ctx, w, j)
-			a.jobs.Done()
+		}
+		a.jobDone()
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -551,7 +672,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	ends := make([]wire.Result, 0, n-len(run))
 	for _, i := range late {
 		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
-			Detail: fmt.Sprintf("its GPU ran %v behind the plan: the batch could no longer finish in time", behind.Round(time.Microsecond))})
+			Detail: fmt.Sprintf("the batch started %v after its plan's exec_at (its GPU or its inputs were late): it could no longer finish in time", behind.Round(time.Microsecond))})
 	}
 	for _, i := range order {
 		switch {
@@ -603,29 +724,60 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	a.report(j, append(ends, results...), len(run), started, finished)
 }
 
-// waitInputs waits until the plan's inputs are in or no request of it can
-// finish in time any more (see runJob). It returns false if ctx ended.
+// waitInputs waits for the plan's inputs (see runJob) until one of:
+// every read has answered; every request that can still finish in time
+// has its input; the latest
+// start of the batch of those requests has passed and some inputs are in
+// (the worker runs them, and the missing ones end as unavailable, so that
+// one frontend slow to answer does not cost the others their requests);
+// no request can finish in time any more. While no input at all is in (a
+// stalled read of the plan's only frontend, say), it waits on as long as
+// a smaller batch could still make its deadlines, giving up the earliest
+// deadline at each step. It returns false if ctx ended.
 func (a *Agent) waitInputs(ctx context.Context, w *gpuWorker, j *job, order []int) bool {
 	p, n := j.plan, len(order)
 	lat := func(k int) time.Duration { return w.latency(j.model, k) }
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	for {
+		select {
+		case <-j.pulled:
+			return true // every read has answered: nothing more will come
+		default:
+		}
 		start := time.Now().Add(max(time.Until(time.Unix(0, p.ExecAt)), 0))
 		h := lateHeads(p, order, start, lat)
-		if h == n {
+		all, any := j.inputsIn(order[h:])
+		if h == n || all {
 			return true
 		}
 		latest := time.Unix(0, p.Tasks[order[h]].FinishBy).Add(-lat(n - h))
 		wait.Reset(time.Until(latest))
 		select {
-		case <-j.pulled:
-			return true
+		case <-j.progress:
 		case <-wait.C:
+			if any {
+				return true
+			}
 		case <-ctx.Done():
 			return false
 		}
 	}
+}
+
+// inputsIn reports whether every request of idx has its input, and
+// whether any request of the plan has.
+func (j *job) inputsIn(idx []int) (all, any bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	all = true
+	for _, i := range idx {
+		all = all && j.inputs[i] != nil
+	}
+	for _, in := range j.inputs {
+		any = any || in != nil
+	}
+	return all, any
 }
 
 // lateHeads returns how many of the requests idx (indexes into p.Tasks,
@@ -688,7 +840,7 @@ func (a *Agent) report(j *job, results []wire.Result, ran int, started, finished
 	// result can only end its own request, or be ignored).
 	p := j.plan
 	_ = j.s.conn.Send(&wire.GPUFree{GPU: p.GPU, Plan: p.ID, StartedAt: unix(started), FinishedAt: unix(finished),
-		Failed: uint32(failed), Ran: uint32(ran)})
+		Failed: uint32(failed), Ran: uint32(ran), Dropped: uint32(dropped)})
 }
 
 // Drain leaves gracefully: it tells the scheduler that the agent is
@@ -721,15 +873,27 @@ func (a *Agent) Drain(ctx context.Context) error {
 	return a.waitJobs(ctx)
 }
 
+// jobAdded and jobDone count the plans queued or running on the GPUs.
+func (a *Agent) jobAdded() { a.jobs.Add(1) }
+
+func (a *Agent) jobDone() {
+	if a.jobs.Add(-1) == 0 {
+		select {
+		case a.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // waitJobs waits until no plan is queued or running, or ctx ends.
 func (a *Agent) waitJobs(ctx context.Context) error {
-	idle := make(chan struct{})
-	go func() { a.jobs.Wait(); close(idle) }()
-	select {
-	case <-idle:
-		a.log.Info().Msg("drained: every plan held has finished")
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("backend: draining: %w", ctx.Err())
+	for a.jobs.Load() > 0 {
+		select {
+		case <-a.idle:
+		case <-ctx.Done():
+			return fmt.Errorf("backend: draining: %w", ctx.Err())
+		}
 	}
+	a.log.Info().Msg("drained: every plan held has finished")
+	return nil
 }

@@ -25,7 +25,7 @@ type lateRig struct {
 
 const step = 20 * time.Millisecond
 
-func newLateRig(t *testing.T) *lateRig {
+func newLateRig(t *testing.T, opts ...func(*Config)) *lateRig {
 	t.Helper()
 	n := inproc.New()
 	r := &lateRig{gate: make(chan struct{}), results: make(chan *wire.Results, 16), frees: make(chan *wire.GPUFree, 16)}
@@ -50,10 +50,23 @@ func newLateRig(t *testing.T) *lateRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = front.Close() })
+	// Frontend 2 takes reads and never answers them (a hung host).
+	mute, err := n.Listen("", func(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
+		return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: func(c transport.Conn, m wire.Message) {
+			if res, ok := m.(*wire.Results); ok {
+				r.results <- res
+			}
+		}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mute.Close() })
 	model := wire.ModelSpec{ID: 0, Name: "m", SLO: time.Minute, Latency: []time.Duration{step, 2 * step, 3 * step, 4 * step}}
 	ready := make(chan transport.Conn, 1)
 	sched, err := n.Listen("", func(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
-		return &wire.Welcome{Version: wire.Version, Models: []wire.ModelSpec{model}, Frontends: []wire.FrontendUp{{ID: 1, DataAddr: front.Addr()}}},
+		return &wire.Welcome{Version: wire.Version, Models: []wire.ModelSpec{model},
+				Frontends: []wire.FrontendUp{{ID: 1, DataAddr: front.Addr()}, {ID: 2, DataAddr: mute.Addr()}}},
 			transport.HandlerFuncs{Message: func(c transport.Conn, m wire.Message) {
 				switch m := m.(type) {
 				case *wire.BackendReady:
@@ -69,6 +82,9 @@ func newLateRig(t *testing.T) *lateRig {
 	t.Cleanup(func() { _ = sched.Close() })
 	cfg := Default()
 	cfg.SchedulerAddr, cfg.Network, cfg.DataPath = sched.Addr(), n, rdma.Config{Mode: rdma.ModeTCP}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	a, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +94,21 @@ func newLateRig(t *testing.T) *lateRig {
 	return r
 }
 
-// plan sends a plan whose task i finishes by now + finishBy[i].
+// plan sends a plan whose task i finishes by now + finishBy[i], all held
+// by frontend 1.
 func (r *lateRig) plan(t *testing.T, finishBy ...time.Duration) time.Time {
+	t.Helper()
+	return r.planFrom(t, make([]uint32, len(finishBy)), finishBy...)
+}
+
+// planFrom is plan with task i held by frontend 1+frontends[i] (0 for
+// frontend 1, 1 for the mute frontend 2).
+func (r *lateRig) planFrom(t *testing.T, frontends []uint32, finishBy ...time.Duration) time.Time {
 	t.Helper()
 	now := time.Now()
 	p := &wire.Plan{ID: 1, ExecAt: now.UnixNano(), Deadline: now.Add(finishBy[0]).UnixNano()}
 	for i, d := range finishBy {
-		p.Tasks = append(p.Tasks, wire.PlanTask{ID: uint64(i), Frontend: 1,
+		p.Tasks = append(p.Tasks, wire.PlanTask{ID: uint64(i), Frontend: 1 + frontends[i],
 			Input: wire.InputRef{Length: 1, Key: uint64(i)}, FinishBy: now.Add(d).UnixNano()})
 	}
 	if err := r.sched.Send(p); err != nil {
@@ -118,7 +142,7 @@ func TestLateStartDropsTheHeadsAtOnce(t *testing.T) {
 		t.Fatalf("first message holds %d results, want the 2 drops, sent before the batch runs", len(drops.Results))
 	}
 	for i, res := range drops.Results {
-		if res.ID != uint64(i) || res.Code != wire.EndDropDeadline || !strings.Contains(res.Detail, "behind the plan") || res.StartedAt != 0 {
+		if res.ID != uint64(i) || res.Code != wire.EndDropDeadline || !strings.Contains(res.Detail, "could no longer finish in time") || res.StartedAt != 0 {
 			t.Errorf("drop %d: %+v, want request %d dropped for its deadline, never run", i, res, i)
 		}
 	}
@@ -163,9 +187,37 @@ func TestStalledReadCostsOnlyTheHeads(t *testing.T) {
 	}
 }
 
-// A plan that reaches its GPU too late for every request ends them all at
-// once, and tells the scheduler the GPU gave it up (free from then).
-func TestPlanTooLateForAllIsGivenUp(t *testing.T) {
+// One frontend that never answers its read costs only its own requests:
+// the backend runs the ones whose inputs came, at the whole batch's latest
+// start, instead of giving them up one by one while it waits.
+func TestHungFrontendCostsOnlyItsOwnRequests(t *testing.T) {
+	r := newLateRig(t)
+	close(r.gate)
+	// Requests 0 and 1 from frontend 1 (due at 70ms and 150ms), request
+	// 2 from the mute frontend 2 (due in a minute). All three could
+	// start until 10ms; the two that have their inputs then take 40ms.
+	r.planFrom(t, []uint32{0, 0, 1}, 70*time.Millisecond, 150*time.Millisecond, time.Minute)
+	got := map[uint64]wire.Result{}
+	for len(got) < 3 {
+		for _, res := range r.next(t).Results {
+			got[res.ID] = res
+		}
+	}
+	if got[0].Code != 0 || got[1].Code != 0 || got[0].BatchSize != 2 {
+		t.Errorf("frontend 1's requests: %+v and %+v, want both answered in a batch of 2", got[0], got[1])
+	}
+	if got[2].Code != wire.EndInputUnavailable {
+		t.Errorf("the mute frontend's request: %+v, want input unavailable", got[2])
+	}
+	if free := <-r.frees; free.Ran != 2 || free.Dropped != 0 {
+		t.Errorf("GPUFree %+v, want 2 ran and none dropped", free)
+	}
+}
+
+// A plan that reaches the backend too late for every request ends them
+// all at once, without a pull and without taking a place in the GPU's
+// queue: it never reached the GPU (FinishedAt 0).
+func TestPlanDeadOnArrivalEndsAtOnce(t *testing.T) {
 	r := newLateRig(t)
 	close(r.gate)
 	r.plan(t, -time.Millisecond, time.Millisecond)
@@ -178,35 +230,87 @@ func TestPlanTooLateForAllIsGivenUp(t *testing.T) {
 			t.Errorf("result %+v, want a deadline drop", res)
 		}
 	}
-	free := <-r.frees
-	if free.Ran != 0 || free.FinishedAt == 0 || free.FinishedAt != free.StartedAt {
-		t.Errorf("GPUFree %+v: want nothing run, and the moment the GPU gave the plan up", free)
+	if free := <-r.frees; free.Ran != 0 || free.FinishedAt != 0 || free.Dropped != 2 {
+		t.Errorf("GPUFree %+v: want nothing run, never on the GPU, 2 dropped", free)
 	}
 }
 
-// The lag histogram's quantiles are the bounds of the buckets they fall
-// in, and snapshots of several backends merge.
-func TestLagHistogram(t *testing.T) {
-	var h LagHistogram
-	for range 98 {
-		h.Record(3 * time.Microsecond) // bucket [2µs, 4µs)
+// A plan that could run when it came, but not any more once the GPU gets
+// to it (queued behind a long batch), is given up by the GPU: its
+// requests end as deadline drops, and the GPU reports it free from then.
+func TestPlanTooLateByItsTurnIsGivenUp(t *testing.T) {
+	r := newLateRig(t)
+	close(r.gate)
+	now := time.Now()
+	long := &wire.Plan{ID: 1, ExecAt: now.UnixNano(), Deadline: now.Add(time.Minute).UnixNano()}
+	for i := range 4 { // 80ms on the GPU
+		long.Tasks = append(long.Tasks, wire.PlanTask{ID: uint64(10 + i), Frontend: 1,
+			Input: wire.InputRef{Length: 1, Key: uint64(10 + i)}, FinishBy: now.Add(time.Minute).UnixNano()})
 	}
-	h.Record(3 * time.Millisecond)
-	h.Record(-time.Second) // early counts as on time
-	s := h.Snapshot()
-	if s.Total() != 100 || s.Quantile(0.5) != 4*time.Microsecond || s.Quantile(0.99) != 4096*time.Microsecond {
-		t.Errorf("total %d p50 %v p99 %v", s.Total(), s.Quantile(0.5), s.Quantile(0.99))
+	// Feasible on arrival (20ms alone, due at 50ms), not after the 80ms.
+	short := &wire.Plan{ID: 2, ExecAt: now.UnixNano(), Deadline: now.Add(50 * time.Millisecond).UnixNano(),
+		Tasks: []wire.PlanTask{{ID: 1, Frontend: 1, Input: wire.InputRef{Length: 1, Key: 1}, FinishBy: now.Add(50 * time.Millisecond).UnixNano()}}}
+	for _, p := range []*wire.Plan{long, short} {
+		if err := r.sched.Send(p); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if s.Counts[0] != 1 {
-		t.Errorf("a batch started early is not counted as on time: %v", s.Counts)
+	for seen := 0; seen < 5; {
+		for _, res := range r.next(t).Results {
+			seen++
+			if res.ID == 1 && res.Code != wire.EndDropDeadline {
+				t.Errorf("the queued request: %+v, want a deadline drop", res)
+			}
+		}
 	}
-	var other LagHistogram
-	other.Record(10 * time.Second) // past the last bound
-	s.Merge(other.Snapshot())
-	if s.Total() != 101 || s.Quantile(1) != LagBound(LagBuckets-1) {
-		t.Errorf("merged: total %d max %v", s.Total(), s.Quantile(1))
+	<-r.frees // the long plan
+	if free := <-r.frees; free.Plan != 2 || free.Ran != 0 || free.FinishedAt == 0 || free.FinishedAt != free.StartedAt || free.Dropped != 1 {
+		t.Errorf("GPUFree %+v: want plan 2 given up on the GPU (free from then), 1 dropped", free)
 	}
-	if (LagSnapshot{}).Quantile(0.5) != 0 {
-		t.Error("empty histogram has a quantile")
+}
+
+// Plans the scheduler retired (their GPU stalled, their requests ended)
+// are not run, and a full queue makes room by taking them out: the plans
+// that come after them are not refused.
+func TestRetiredPlansAreSkippedAndMakeRoom(t *testing.T) {
+	r := newLateRig(t, func(c *Config) { c.QueueDepth = 3 })
+	close(r.gate)
+	now := time.Now()
+	plan := func(id uint64, n int) *wire.Plan {
+		p := &wire.Plan{ID: id, ExecAt: now.UnixNano(), Deadline: now.Add(time.Minute).UnixNano()}
+		for i := range n {
+			tid := id*10 + uint64(i)
+			p.Tasks = append(p.Tasks, wire.PlanTask{ID: tid, Frontend: 1, Input: wire.InputRef{Length: 1, Key: tid}, FinishBy: now.Add(time.Minute).UnixNano()})
+		}
+		return p
+	}
+	// Plan 1 holds the GPU for 80ms (or waits, with 2 and 3, in the
+	// queue of 3); then the scheduler retires 2 and 3, and plan 4 comes:
+	// it finds room, made by taking them out if the queue is full.
+	for _, m := range []wire.Message{plan(1, 4), plan(2, 1), plan(3, 1), &wire.Retire{Plans: []uint64{2, 3}}, plan(4, 1)} {
+		if err := r.sched.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[uint64]wire.Result{}
+	for len(got) < 5 {
+		for _, res := range r.next(t).Results {
+			got[res.ID] = res
+		}
+	}
+	for _, id := range []uint64{10, 11, 12, 13, 40} {
+		if got[id].Code != 0 {
+			t.Errorf("request %d: %+v, want answered", id, got[id])
+		}
+	}
+	for _, id := range []uint64{20, 30} {
+		if res, ok := got[id]; ok {
+			t.Errorf("request %d of a retired plan: %+v, want nothing", id, res)
+		}
+	}
+	for range 2 {
+		if free := <-r.frees; free.Plan == 2 || free.Plan == 3 || free.Failed != 0 {
+			t.Errorf("GPUFree %+v: want only plans 1 and 4, none failed", free)
+		}
 	}
 }

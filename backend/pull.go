@@ -72,6 +72,9 @@ type peer struct {
 	seq     uint64
 	waiting map[uint64]chan *wire.ReadReply
 	results *transport.Coalescer[wire.Result]
+	// closing closes when the peer is going: results no longer wait for
+	// its connection to come up.
+	closing chan struct{}
 }
 
 func newTCPPuller(n transport.Network, name string, b transport.Backoff, log zerolog.Logger) *tcpPuller {
@@ -88,13 +91,14 @@ func (p *tcpPuller) up(id uint32, addr string) {
 		}
 		// The ID now names another frontend (a restarted scheduler
 		// numbers them anew): the old one's results have nowhere to go.
+		close(old.closing)
 		old.cancel()
 		go old.results.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pe := &peer{id: id, addr: addr, cancel: cancel, upCh: make(chan struct{}), waiting: map[uint64]chan *wire.ReadReply{}}
+	pe := &peer{id: id, addr: addr, cancel: cancel, upCh: make(chan struct{}), waiting: map[uint64]chan *wire.ReadReply{}, closing: make(chan struct{})}
 	pe.results = transport.NewCoalescer(func(rs []wire.Result) {
-		c := pe.awaitConn(ctx, resultWait)
+		c := pe.awaitConn(resultWait)
 		for len(rs) > 0 {
 			n, size := 0, 0
 			for n < len(rs) && (n == 0 || size+len(rs[n].Output) <= maxReplyBytes) {
@@ -149,6 +153,7 @@ func (p *tcpPuller) down(id uint32) {
 	delete(p.peers, id)
 	p.mu.Unlock()
 	if pe != nil {
+		close(pe.closing) // a flush waiting for a connection gives up
 		pe.results.Close()
 		pe.cancel()
 	}
@@ -227,8 +232,8 @@ func (p *tcpPuller) session(ctx context.Context, pe *peer) error {
 const resultWait = time.Second
 
 // awaitConn returns the peer's connection, waiting up to d for it to come
-// up; nil if it does not, or the peer is closed first.
-func (pe *peer) awaitConn(ctx context.Context, d time.Duration) transport.Conn {
+// up; nil if it does not, or the peer is going.
+func (pe *peer) awaitConn(d time.Duration) transport.Conn {
 	pe.mu.Lock()
 	c, up := pe.conn, pe.upCh
 	pe.mu.Unlock()
@@ -240,7 +245,7 @@ func (pe *peer) awaitConn(ctx context.Context, d time.Duration) transport.Conn {
 	select {
 	case <-up:
 	case <-t.C:
-	case <-ctx.Done():
+	case <-pe.closing:
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()

@@ -175,8 +175,14 @@ func (r *RankCore) Return(ret GPUReturn) {
 	}
 	g.granted = false
 	g.freeAt = ret.FreeAt
-	if !ret.Used && g.corrected != Past {
+	switch {
+	case g.corrected == Past:
+	case !ret.Used:
 		g.freeAt = g.corrected
+	default:
+		// Both estimates may count the new plan, made from whichever
+		// report came first: the later is the safer.
+		g.freeAt = MaxTime(ret.FreeAt, g.corrected)
 	}
 	g.corrected = Past
 	if g.online {
@@ -347,8 +353,9 @@ func (r *RankCore) DisableGPU(g GPUID) {
 // later than planned when the GPU runs late, earlier when it gave a plan
 // up. While a grant of g is outstanding, the correction waits: if the
 // grant comes back unused, the GPU frees at the corrected time; if it
-// comes back used, its Return brings a newer free time, which the caller
-// has corrected itself.
+// comes back used, at the later of the correction and the Return's free
+// time (the caller corrects the Return itself, but a report may have come
+// in between).
 func (r *RankCore) CorrectFreeAt(g GPUID, freeAt Time) {
 	st := &r.gpus[g]
 	if st.granted {

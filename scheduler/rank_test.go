@@ -276,11 +276,12 @@ func TestRankGPUsComeAndGo(t *testing.T) {
 	}
 	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(30 * ms), InvalidAfter: at(32 * ms), Deadline: at(39 * ms), Version: 3})
 	wantGrants(t, "re-enabled", tick(r, at(30*ms)), Grant{Model: 0, GPU: 1, FreeAt: Past, GPUs: 1})
-	// A correction of a granted GPU waits for its Return.
-	r.CorrectFreeAt(1, at(50*ms))
+	// A correction of a granted GPU waits for its Return, and a used
+	// Return keeps the later of the two.
+	r.CorrectFreeAt(1, at(35*ms))
 	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(40 * ms), Used: true, Candidate: Candidate{Version: 4}})
 	if r.gpus[1].freeAt != at(40*ms) {
-		t.Fatalf("freeAt %v, want the Return's 40ms", r.gpus[1].freeAt)
+		t.Fatalf("freeAt %v, want the Return's later 40ms", r.gpus[1].freeAt)
 	}
 	// ... and applies if the grant comes back unused: the grant was made
 	// for a free time the GPU no longer has.
@@ -297,6 +298,15 @@ func TestRankGPUsComeAndGo(t *testing.T) {
 	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(47 * ms), Candidate: Candidate{Version: 8}})
 	if r.gpus[1].freeAt != at(47*ms) {
 		t.Fatalf("freeAt %v, want the Return's 47ms, not the spent correction's 44ms", r.gpus[1].freeAt)
+	}
+	// A report that came between a plan and its Return, saying the GPU
+	// frees later still, is not lost to the Return's older estimate.
+	r.Update(0, Candidate{BatchSize: 1, ExecAt: at(47 * ms), InvalidAfter: at(49 * ms), Deadline: at(56 * ms), Version: 9})
+	wantGrants(t, "granted a fourth time", tick(r, at(47*ms)), Grant{Model: 0, GPU: 1, FreeAt: at(47 * ms), GPUs: 1})
+	r.CorrectFreeAt(1, at(60*ms))
+	r.Return(GPUReturn{Model: 0, GPU: 1, FreeAt: at(52 * ms), Used: true, Candidate: Candidate{Version: 10}})
+	if r.gpus[1].freeAt != at(60*ms) {
+		t.Fatalf("freeAt %v, want the correction's later 60ms", r.gpus[1].freeAt)
 	}
 }
 

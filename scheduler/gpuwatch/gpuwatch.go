@@ -134,7 +134,7 @@ type gpuState struct {
 	plans []plan
 	// lastFinish is when the GPU last became free of a reported plan.
 	lastFinish scheduler.Time
-	// slip is how late, per batch, the GPU runs beyond its plans.
+	// slip is how much longer than planned, per batch, the GPU runs.
 	slip time.Duration
 	// due is when the GPU stalls unless something is heard first: its
 	// backend's silence limit or its first plan's overdue limit,
@@ -150,7 +150,9 @@ type backendState struct {
 
 // Watcher follows every GPU's real timeline. See the package comment.
 type Watcher struct {
-	cfg      Config
+	cfg Config
+	// grace is when plans may fall overdue again after a Resume.
+	grace    scheduler.Time
 	gpus     []gpuState
 	dues     *idheap.Heap[scheduler.GPUID] // watched GPUs by due
 	backends map[BackendID]*backendState
@@ -165,7 +167,7 @@ func New(cfg Config) (*Watcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Watcher{cfg: cfg, gpus: make([]gpuState, cfg.GPUs), backends: map[BackendID]*backendState{}}
+	w := &Watcher{cfg: cfg, gpus: make([]gpuState, cfg.GPUs), backends: map[BackendID]*backendState{}, grace: scheduler.Past}
 	w.dues = idheap.New(cfg.GPUs, func(a, b scheduler.GPUID) bool {
 		da, db := w.gpus[a].due, w.gpus[b].due
 		return da < db || da == db && a < b
@@ -252,17 +254,16 @@ func (w *Watcher) Finished(now scheduler.Time, r Report) (freeAt scheduler.Time,
 		st.plans = slices.Delete(st.plans, i, i+1)
 		ok = true
 	default:
-		p := st.plans[i]
-		// A backend runs and reports its plans in order, so the plans
-		// before this one have been reported already; if a report was
-		// lost, the GPU is past them anyway.
-		st.plans = slices.Delete(st.plans, 0, i+1)
+		// Only this plan: an earlier one not yet reported (which a
+		// backend that reports in order never leaves) stays, so that
+		// it falls overdue and is retired rather than forgotten.
+		st.plans = slices.Delete(st.plans, i, i+1)
 		if r.Ran > 0 {
-			// Its own lateness: how much later it finished than it
-			// could have, starting at its ExecAt or when the GPU
-			// freed, whichever was later, and running as planned.
-			could := scheduler.MaxTime(p.execAt, st.lastFinish).Add(r.Ran)
-			late := max(r.Finished.Sub(could), 0)
+			// The GPU's own lateness: how much longer the batch ran
+			// than planned. A late start is not counted: the GPU's
+			// timeline already carries it (its real finish), and it
+			// may be its inputs' fault, not the GPU's.
+			late := max(r.Finished.Sub(r.Started)-r.Ran, 0)
 			st.slip += time.Duration(w.cfg.SlipWeight * float64(late-st.slip))
 		}
 		ok = true
@@ -356,13 +357,30 @@ func (w *Watcher) refresh(g scheduler.GPUID) {
 			st.due = bs.lastHeard.Add(w.cfg.StallAfter)
 		}
 		if len(st.plans) > 0 {
-			st.due = scheduler.MinTime(st.due, w.firstFinish(st).Add(w.cfg.StallAfter))
+			st.due = scheduler.MinTime(st.due, scheduler.MaxTime(w.firstFinish(st).Add(w.cfg.StallAfter), w.grace))
 		}
 	}
 	if st.due == scheduler.Never {
 		w.dues.Remove(g)
 	} else {
 		w.dues.Fix(g)
+	}
+}
+
+// Resume says that the Watcher's own process was paused until now (a long
+// garbage collection, a VM pause, SIGSTOP): what it has not heard since
+// may sit in its unread sockets. Every backend counts as heard now, and no
+// plan falls overdue before StallAfter from now, so that the process's
+// own pause is not taken for every backend's.
+func (w *Watcher) Resume(now scheduler.Time) {
+	w.grace = now.Add(w.cfg.StallAfter)
+	for b := range w.backends {
+		w.heard(now, b)
+	}
+	for g := range w.gpus {
+		if w.gpus[g].attached {
+			w.refresh(scheduler.GPUID(g))
+		}
 	}
 }
 

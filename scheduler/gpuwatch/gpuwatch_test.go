@@ -35,19 +35,23 @@ func TestLatenessPropagatesAlongBackToBackPlans(t *testing.T) {
 			t.Fatalf("plan %d: free at %v, want %v (nothing known yet: as planned)", i+1, got, want)
 		}
 	}
-	// The first finishes 3ms late: the two behind it start late too.
+	// The first starts 3ms late: the two behind it start late too. A
+	// late start is not the GPU's slip (it ran as long as planned).
 	free, ok, _ := w.Finished(23*ms, ran(0, 1, 10*time.Millisecond, 13*ms, 23*ms))
+	if !ok || w.Slip(0) != 0 {
+		t.Fatalf("ok %v slip %v: a late start is not slip", ok, w.Slip(0))
+	}
+	if want := 43 * ms; free != want {
+		t.Errorf("free at %v, want %v: 3ms late for the plans behind", free, want)
+	}
+	// The second overruns by 1ms: that is slip, and the plan behind it
+	// is expected to overrun by the GPU's slip too.
+	free, _, _ = w.Finished(34*ms, ran(0, 2, 10*time.Millisecond, 23*ms, 34*ms))
 	slip := w.Slip(0)
-	if !ok || slip <= 0 {
-		t.Fatalf("ok %v slip %v: a late batch must count", ok, slip)
+	if slip <= 0 {
+		t.Fatalf("slip %v after an overrun", slip)
 	}
-	if want := 43*ms + 2*scheduler.Time(slip); free != want {
-		t.Errorf("free at %v, want %v: 3ms late, plus the GPU's slip per plan behind", free, want)
-	}
-	// The second finishes on time from its late start: the GPU catches
-	// up only as far as the third plan's own start allows.
-	free, _, _ = w.Finished(33*ms, ran(0, 2, 10*time.Millisecond, 23*ms, 33*ms))
-	if want := 43*ms + scheduler.Time(w.Slip(0)); free != want {
+	if want := 44*ms + scheduler.Time(slip); free != want {
 		t.Errorf("free at %v, want %v", free, want)
 	}
 }
@@ -215,5 +219,46 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := New(c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// A report of a later plan leaves an earlier unreported one outstanding:
+// it falls overdue and is retired, not silently forgotten (the service
+// still holds its requests).
+func TestOutOfOrderReportKeepsTheEarlierPlan(t *testing.T) {
+	w := newWatcher(t, 1)
+	w.Attach(0, 1, []scheduler.GPUID{0})
+	w.Sent(0, 1, 0, 10*time.Millisecond)
+	w.Sent(0, 2, 10*ms, 10*time.Millisecond)
+	w.Finished(20*ms, ran(0, 2, 10*time.Millisecond, 10*ms, 20*ms))
+	if w.Outstanding(0) != 1 {
+		t.Fatalf("%d outstanding, want plan 1 still", w.Outstanding(0))
+	}
+	for now := 20 * ms; now < 200*ms; now += 10 * ms {
+		w.Heard(now, 1)
+		if got := w.Tick(now); len(got) > 0 {
+			if !slices.Equal(got[0].Retired, []scheduler.PlanID{1}) {
+				t.Fatalf("retired %v, want plan 1", got[0].Retired)
+			}
+			return
+		}
+	}
+	t.Fatal("the unreported plan never fell overdue")
+}
+
+// After its own process was paused, the Watcher takes no backend for
+// silent and no plan for overdue before StallAfter has passed again.
+func TestResumeAfterOwnPause(t *testing.T) {
+	w := newWatcher(t, 2)
+	w.Attach(0, 1, []scheduler.GPUID{0})
+	w.Attach(0, 2, []scheduler.GPUID{1})
+	w.Sent(0, 1, 0, 10*time.Millisecond)
+	// Paused from 5ms to 1s: everything is long overdue.
+	w.Resume(scheduler.Time(time.Second))
+	if got := w.Tick(scheduler.Time(time.Second) + 99*ms); len(got) != 0 {
+		t.Fatalf("stalls %+v within StallAfter of the resume", got)
+	}
+	if got := w.Tick(scheduler.Time(time.Second) + 100*ms); len(got) != 2 {
+		t.Errorf("stalls %+v StallAfter after the resume, want both GPUs (nothing heard since)", got)
 	}
 }

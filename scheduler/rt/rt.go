@@ -284,6 +284,11 @@ type wakeupMeter struct {
 // lead is recomputed every wakeupSamples/4 firings.
 const wakeupSamples = 256
 
+// initialLead is the measured lead's value until the first measurement
+// (wakeupSamples/4 timer firings): about a loaded 2-core machine's p90
+// timer lateness (docs/benchmarks.md).
+const initialLead = time.Millisecond
+
 // maxMeasuredLead caps the measured lead: a machine whose timers are
 // later than this is too loaded for any lead to help.
 const maxMeasuredLead = 2 * time.Millisecond
@@ -376,6 +381,12 @@ func (r *rankThread) run() {
 	var ops []gpuOp
 	armedFor := scheduler.Never // what the timer was last armed for
 	r.lead.Store(int64(r.baseLead))
+	if r.meter != nil {
+		// Until the first measurement, lead by a guess that suits a
+		// loaded machine.
+		r.core.SetLead(r.baseLead + initialLead)
+		r.lead.Store(int64(r.baseLead + initialLead))
+	}
 	for {
 		select {
 		case <-r.notify:

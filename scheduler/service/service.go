@@ -237,7 +237,11 @@ type Stats struct {
 	Resubmitted uint64
 	// SuppressedLogs counts the warnings that can repeat per request or
 	// GPU held back by the log's rate limit (transport/ratelog).
-	SuppressedLogs                           uint64
+	SuppressedLogs uint64
+	// DroppedLate counts planned requests that their backend dropped
+	// before running them, because they could no longer finish in time;
+	// they are among Planned, as are the Failed ones.
+	DroppedLate                              uint64
 	StalledGPUs                              int
 	Frontends, Backends, OnlineGPUs, Rejects int
 	// PlansInFlight is the number of plans sent to backends and not yet
@@ -255,12 +259,31 @@ type Stats struct {
 func (s *Service) Snapshot() Stats {
 	s.mu.Lock()
 	inFlight := s.inFlight
+	// The cluster's gauges, from its state: a backend counts once its
+	// GPUs came online, a GPU is online while its backend neither drains
+	// nor stalls it.
+	var backends, online, stalled int
+	for b := range s.backends {
+		if !b.ready {
+			continue
+		}
+		backends++
+		for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
+			switch {
+			case s.watch.Stalled(g):
+				stalled++
+			case !b.leaving:
+				online++
+			}
+		}
+	}
 	s.mu.Unlock()
 	busy, wall := s.sched.RankStats()
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	st := s.stats
 	st.PlansInFlight, st.RankBusy, st.RankWall, st.WakeupLead = inFlight, busy, wall, s.sched.Lead()
+	st.Backends, st.OnlineGPUs, st.StalledGPUs = backends, online, stalled
 	st.SuppressedLogs = s.suppressed.Load()
 	return st
 }
@@ -333,6 +356,9 @@ func Start(cfg Config) (*Service, error) {
 	}
 	if s.cfg.StallAfter == 0 {
 		s.cfg.StallAfter = max(longest, gpuwatch.DefaultStallAfter)
+	} else if s.cfg.StallAfter < longest {
+		s.log.Warn().Str("stall_after", s.cfg.StallAfter.String()).Str("longest_slo", longest.String()).
+			Msg("stall timeout under the longest SLO: a batch that waits long for its inputs may be taken for a stalled GPU")
 	}
 	if s.cfg.ResultTrip == 0 {
 		s.cfg.ResultTrip = DefaultResultTrip
@@ -700,36 +726,41 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 	switch m := m.(type) {
 	case *wire.BackendReady:
 		s.mu.Lock()
-		again := b.ready || b.gone
-		b.ready = true
-		if !again {
-			gpus := make([]scheduler.GPUID, b.n)
-			for i := range gpus {
-				gpus[i] = b.base + scheduler.GPUID(i)
-			}
-			s.watch.Attach(s.sched.Now(), b.id, gpus)
-		}
-		s.mu.Unlock()
-		if again {
+		defer s.mu.Unlock()
+		if b.ready || b.gone {
 			return
 		}
-		for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
+		b.ready = true
+		gpus := make([]scheduler.GPUID, b.n)
+		for i := range gpus {
+			gpus[i] = b.base + scheduler.GPUID(i)
+		}
+		s.watch.Attach(s.sched.Now(), b.id, gpus)
+		if b.leaving {
+			return // it said Leaving first: its GPUs never come online
+		}
+		for _, g := range gpus {
 			s.sched.EnableGPU(g, scheduler.Past)
 		}
-		s.count(func(st *Stats) { st.Backends++; st.OnlineGPUs += b.n })
 		s.log.Info().Str("name", b.name).Int("gpus", b.n).Msg("backend ready")
 	case *wire.GPUFree:
+		s.heard(b)
 		s.gpuFree(b, m)
 	case *wire.Heartbeat:
-		s.mu.Lock()
-		back := s.watch.Heard(s.sched.Now(), b.id)
-		s.enable(b, back)
-		s.mu.Unlock()
+		s.heard(b)
 	case *wire.Leaving:
 		s.leaving(b)
 	default:
 		b.conn.Close(fmt.Errorf("unexpected %v from a backend", m.Kind()))
 	}
+}
+
+// heard records a message from b: GPUs it had taken out of rotation for
+// its silence come back.
+func (s *Service) heard(b *backendConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enable(b, s.watch.Heard(s.sched.Now(), b.id))
 }
 
 // gpuFree takes a backend's report of a plan: the plan is out of flight,
@@ -748,9 +779,9 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	if ok {
 		delete(st.outstanding, m.Plan)
 		s.planEnded()
-		if m.Failed > 0 {
+		if m.Failed > 0 || m.Dropped > 0 {
 			// A retired plan's requests were counted when it was.
-			s.count(func(st *Stats) { st.Failed += uint64(m.Failed) })
+			s.count(func(st *Stats) { st.Failed += uint64(m.Failed); st.DroppedLate += uint64(m.Dropped) })
 		}
 		if m.Ran > 0 {
 			r.Ran = s.cfg.Models[sp.model].Profile.Latency(int(m.Ran))
@@ -778,7 +809,6 @@ func (s *Service) enable(b *backendConn, gpus []scheduler.GPUID) {
 	for _, g := range gpus {
 		s.sched.EnableGPU(g, s.watch.FreeAt(g))
 	}
-	s.count(func(st *Stats) { st.StalledGPUs -= len(gpus); st.OnlineGPUs += len(gpus) })
 	s.warn.Info().Str("backend", b.name).Int("gpus", len(gpus)).Msg("stalled GPUs answer again: back in rotation")
 }
 
@@ -791,15 +821,8 @@ func (s *Service) leaving(b *backendConn) {
 		return
 	}
 	b.leaving = true
-	online := 0
 	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
-		if !s.watch.Stalled(g) {
-			online++
-		}
 		s.sched.DisableGPU(g)
-	}
-	if b.ready {
-		s.count(func(st *Stats) { st.OnlineGPUs -= online })
 	}
 	s.log.Info().Str("name", b.name).Int("gpus", b.n).Int("plans_held", s.heldBy(b)).Msg("backend draining")
 	s.maybeLeaveOK(b)
@@ -834,6 +857,7 @@ func (s *Service) watchLoop() {
 	defer close(s.watchDone)
 	t := time.NewTicker(WatchPeriod)
 	defer t.Stop()
+	last := s.sched.Now()
 	for {
 		select {
 		case <-s.stopWatch:
@@ -842,6 +866,13 @@ func (s *Service) watchLoop() {
 		}
 		s.mu.Lock()
 		now := s.sched.Now()
+		if now.Sub(last) > s.cfg.StallAfter/2 {
+			// This process was paused: the backends' reports may be
+			// in its sockets still. Judge no one before StallAfter.
+			s.watch.Resume(now)
+			s.warn.Warn().Str("paused", now.Sub(last).Round(time.Millisecond).String()).Msg("the scheduler itself was paused: no GPU is judged stalled before the stall timeout passes again")
+		}
+		last = now
 		if s.watch.WakeAt() > now {
 			s.mu.Unlock()
 			continue
@@ -864,11 +895,13 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 	s.sched.DisableGPU(st.GPU)
 	detail := fmt.Sprintf("%s: GPU %d %s for %v", b.name, st.GPU, st.Why, now.Sub(st.Since).Round(time.Millisecond))
 	n := 0
+	retired := make([]uint64, 0, len(st.Retired))
 	for _, id := range st.Retired {
 		sp, ok := gs.outstanding[uint64(id)]
 		if !ok {
 			continue
 		}
+		retired = append(retired, uint64(id))
 		delete(gs.outstanding, uint64(id))
 		s.planEnded()
 		for _, r := range sp.reqs {
@@ -878,14 +911,14 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 			n++
 		}
 	}
-	online := !b.leaving && b.ready
+	if len(retired) > 0 {
+		// The backend is not to spend its GPU on them when it answers
+		// again; the message follows the plans on the connection.
+		_ = b.conn.Send(&wire.Retire{Plans: retired})
+	}
 	s.count(func(c *Stats) {
 		c.Stalls++
 		c.Failed += uint64(n)
-		c.StalledGPUs++
-		if online {
-			c.OnlineGPUs--
-		}
 	})
 	s.warn.Warn().Str("backend", b.name).Uint32("gpu", uint32(st.GPU)).Stringer("why", st.Why).
 		Str("since", now.Sub(st.Since).Round(time.Millisecond).String()).Int("requests_failed", n).
@@ -901,7 +934,6 @@ func (s *Service) backendGone(b *backendConn, err error) {
 	b.gone = true
 	delete(s.backends, b)
 	nlost := 0
-	stalled, online := 0, 0
 	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
 		for _, sp := range s.gpus[g].outstanding {
 			for _, r := range sp.reqs {
@@ -909,11 +941,6 @@ func (s *Service) backendGone(b *backendConn, err error) {
 				nlost++
 			}
 			s.planEnded()
-		}
-		if b.ready && s.watch.Stalled(g) {
-			stalled++
-		} else if b.ready && !b.leaving {
-			online++
 		}
 		s.gpus[g] = gpuState{}
 		s.sched.DisableGPU(g)
@@ -924,16 +951,8 @@ func (s *Service) backendGone(b *backendConn, err error) {
 			s.tell(f, ends...)
 		}
 	}
-	wasReady := b.ready
 	s.mu.Unlock()
-	s.count(func(st *Stats) {
-		st.Failed += uint64(nlost)
-		if wasReady {
-			st.Backends--
-			st.OnlineGPUs -= online
-			st.StalledGPUs -= stalled
-		}
-	})
+	s.count(func(st *Stats) { st.Failed += uint64(nlost) })
 	ev := s.log.Warn()
 	if nlost == 0 && b.leaveOK {
 		ev = s.log.Info() // a drained backend leaving, as it said it would
@@ -945,9 +964,10 @@ func (s *Service) backendGone(b *backendConn, err error) {
 // returns when the GPU is expected to be really free after it (see
 // gpuwatch). Requests of frontends that have left are left out
 // (Stats.Orphaned): the backend would only fail to pull their inputs, and
-// no one would hear. A plan whose backend cannot take it (it left, or has
-// drained) never reached a GPU: its requests go back to their model's
-// queue, with their deadlines, instead of failing.
+// no one would hear. A plan whose GPU cannot take it (its backend left or
+// drains, or the GPU is stalled: a grant made just before) never reaches
+// it: its requests go back to their model's queue, with their deadlines,
+// instead of failing.
 func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
 	reqs := make([]planned, 0, len(p.Requests))
@@ -960,7 +980,7 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	s.mu.Lock() // for s.frontends and the GPU; the table has its own lock, taken inside
 	st := &s.gpus[p.GPU]
 	b := st.owner
-	takes := b != nil && !b.gone && !b.leaveOK
+	takes := b != nil && !b.gone && !b.leaving && !s.watch.Stalled(p.GPU)
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		e, ok := s.table.take(r.ID)
@@ -983,9 +1003,17 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	}
 	if len(plan.Tasks) > 0 {
 		plan.Deadline = s.toUnix(dl)
-		st.outstanding[plan.ID] = sentPlan{model: p.Model, reqs: reqs}
-		s.inFlight++
-		freeAt = s.watch.Sent(p.GPU, p.ID, p.ExecAt, p.FinishAt.Sub(p.ExecAt))
+		// Sent under the lock, as it is recorded: no stall can retire
+		// it, and no LeaveOK overtake it, before it is on its way.
+		if err := b.conn.Send(plan); err != nil {
+			// The connection is closing: the plan never reached the
+			// backend; its requests go back to the queue.
+			takes = false
+		} else {
+			st.outstanding[plan.ID] = sentPlan{model: p.Model, reqs: reqs}
+			s.inFlight++
+			freeAt = s.watch.Sent(p.GPU, p.ID, p.ExecAt, p.FinishAt.Sub(p.ExecAt))
+		}
 	}
 	s.mu.Unlock()
 	if orphans > 0 {
@@ -995,25 +1023,8 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 		s.requeue(p.Model, keep)
 		return freeAt
 	}
-	if len(plan.Tasks) == 0 {
-		return freeAt
-	}
-	if b.conn.Send(plan) == nil {
+	if len(plan.Tasks) > 0 {
 		s.count(func(st *Stats) { st.Planned += uint64(len(reqs)); st.Plans++ })
-		return freeAt
-	}
-	// The backend's connection is closing: the plan never reached it. Its
-	// requests go back to the queue, unless backendGone already failed
-	// them with the plan recorded.
-	s.mu.Lock()
-	_, ok := st.outstanding[plan.ID]
-	if ok && !b.gone {
-		delete(st.outstanding, plan.ID)
-		s.planEnded()
-	}
-	s.mu.Unlock()
-	if ok && !b.gone {
-		s.requeue(p.Model, keep)
 	}
 	return freeAt
 }

@@ -239,24 +239,26 @@ func (m *Plan) decode(d *decoder) {
 }
 
 func (m *GPUFree) encode(e *msgpack.Encoder) error {
-	_ = e.EncodeArrayLen(6)
+	_ = e.EncodeArrayLen(7)
 	_ = e.EncodeUint32(m.GPU)
 	_ = e.EncodeUint64(m.Plan)
 	_ = e.EncodeInt64(m.StartedAt)
 	_ = e.EncodeInt64(m.FinishedAt)
 	_ = e.EncodeUint32(m.Failed)
-	return e.EncodeUint32(m.Ran)
+	_ = e.EncodeUint32(m.Ran)
+	return e.EncodeUint32(m.Dropped)
 }
 
 func (m *GPUFree) decode(d *decoder) {
-	n := d.fields("gpu_free", 6)
+	n := d.fields("gpu_free", 7)
 	m.GPU = d.u32("gpu")
 	m.Plan = d.u64("plan")
 	m.StartedAt = d.i64("started_at")
 	m.FinishedAt = d.i64("finished_at")
 	m.Failed = d.u32("failed")
 	m.Ran = d.u32("ran")
-	d.rest("gpu_free", n, 6)
+	m.Dropped = d.u32("dropped")
+	d.rest("gpu_free", n, 7)
 }
 
 // The empty messages are empty arrays, so that a later version can add
@@ -273,6 +275,29 @@ func (m *Leaving) decode(d *decoder) { d.rest("leaving", d.fields("leaving", 0),
 func (m *LeaveOK) encode(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
 
 func (m *LeaveOK) decode(d *decoder) { d.rest("leave_ok", d.fields("leave_ok", 0), 0) }
+
+func (m *Retire) encode(e *msgpack.Encoder) error {
+	_ = e.EncodeArrayLen(1)
+	_ = e.EncodeArrayLen(len(m.Plans))
+	for _, id := range m.Plans {
+		_ = e.EncodeUint64(id)
+	}
+	return nil
+}
+
+func (m *Retire) decode(d *decoder) {
+	n := d.fields("retire", 1)
+	k := d.list("plans")
+	if k > MaxRetired {
+		d.fail("plans", errTooMany(k, MaxRetired))
+		return
+	}
+	m.Plans = make([]uint64, 0, capped(k))
+	for i := 0; i < k && d.err == nil; i++ {
+		m.Plans = append(m.Plans, d.u64("plans[]"))
+	}
+	d.rest("retire", n, 1)
+}
 
 func (m *FrontendUp) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(2)

@@ -17,7 +17,7 @@
 //	frontend -> scheduler: Submit
 //	scheduler -> frontend: Ended (drops and failures)
 //	backend -> scheduler: BackendReady, GPUFree, Heartbeat, Leaving
-//	scheduler -> backend: Plan, FrontendUp, FrontendDown, LeaveOK
+//	scheduler -> backend: Plan, FrontendUp, FrontendDown, LeaveOK, Retire
 //	backend -> frontend (data connection): Read; frontend answers ReadReply
 //	backend -> frontend (data connection): Results
 //	backend -> frontend (data connection): RDMAConnect; frontend answers
@@ -35,8 +35,8 @@ import (
 
 // Version is the protocol version in Hello. A listener rejects a dialer of
 // another version with a Reject that says both. Version 2 added each plan
-// task's FinishBy, GPUFree's Ran, and the Heartbeat, Leaving and LeaveOK
-// messages.
+// task's FinishBy, GPUFree's Ran and Dropped, and the Heartbeat, Leaving,
+// LeaveOK and Retire messages.
 const Version = 2
 
 // Limits that bound what one message may hold.
@@ -73,12 +73,13 @@ const (
 	KindHeartbeat
 	KindLeaving
 	KindLeaveOK
+	KindRetire
 	kindEnd
 )
 
 var kindNames = [...]string{"", "Hello", "Welcome", "Reject", "Submit", "Ended", "BackendReady",
 	"Plan", "GPUFree", "FrontendUp", "FrontendDown", "Read", "ReadReply", "Results",
-	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions", "Heartbeat", "Leaving", "LeaveOK"}
+	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions", "Heartbeat", "Leaving", "LeaveOK", "Retire"}
 
 // Known reports whether k is a message kind of this version.
 func (k Kind) Known() bool { return k >= KindHello && k < kindEnd }
@@ -141,6 +142,8 @@ func (k Kind) new() Message {
 		return &Leaving{}
 	case KindLeaveOK:
 		return &LeaveOK{}
+	case KindRetire:
+		return &Retire{}
 	}
 	return nil
 }
@@ -323,11 +326,14 @@ type GPUFree struct {
 	// GPU was free from then), or 0 if the plan never reached the GPU.
 	StartedAt  int64
 	FinishedAt int64
-	Failed     uint32 // requests of the plan that ended with an error or a drop
+	Failed     uint32 // requests of the plan that ended with an error
 	// Ran is the number of requests the batch ran with (0: it did not
 	// run), so that the scheduler can tell a GPU that ran late from one
 	// that ran a smaller batch.
 	Ran uint32
+	// Dropped counts the plan's requests the backend dropped before
+	// running them, because they could no longer finish in time.
+	Dropped uint32
 }
 
 // Heartbeat tells the scheduler that a backend is alive, so that it can
@@ -343,6 +349,15 @@ type Leaving struct{}
 // LeaveOK answers Leaving once the backend holds no unfinished plan and
 // the scheduler will send it no more: the backend may close.
 type LeaveOK struct{}
+
+// Retire tells a backend that the scheduler has ended the requests of
+// these plans (their GPU stalled): it should not run them, nor keep
+// places in its GPUs' queues for them. It follows the plans on the same
+// connection, so a backend that was paused reads it right after them.
+type Retire struct{ Plans []uint64 }
+
+// MaxRetired bounds the plans one Retire names.
+const MaxRetired = 1 << 16
 
 // FrontendUp announces a frontend's data address to backends.
 type FrontendUp struct {
@@ -402,6 +417,7 @@ func (*RDMARegions) Kind() Kind  { return KindRDMARegions }
 func (*Heartbeat) Kind() Kind    { return KindHeartbeat }
 func (*Leaving) Kind() Kind      { return KindLeaving }
 func (*LeaveOK) Kind() Kind      { return KindLeaveOK }
+func (*Retire) Kind() Kind       { return KindRetire }
 
 // Validate checks Hello's fields.
 func (m *Hello) Validate() error {
@@ -474,6 +490,8 @@ func (m *GPUFree) Validate() error {
 		return errors.New("finished_at: before started_at")
 	case m.Ran > MaxBatch:
 		return fmt.Errorf("ran: %d over %d", m.Ran, MaxBatch)
+	case m.Dropped > MaxBatch || m.Failed > MaxBatch:
+		return fmt.Errorf("dropped %d or failed %d over %d", m.Dropped, m.Failed, MaxBatch)
 	}
 	return nil
 }
@@ -486,6 +504,14 @@ func (m *Leaving) Validate() error { return nil }
 
 // Validate accepts any LeaveOK.
 func (m *LeaveOK) Validate() error { return nil }
+
+// Validate checks Retire's size.
+func (m *Retire) Validate() error {
+	if len(m.Plans) > MaxRetired {
+		return fmt.Errorf("plans: %d over %d", len(m.Plans), MaxRetired)
+	}
+	return nil
+}
 
 // Validate checks FrontendUp.
 func (m *FrontendUp) Validate() error {

@@ -30,7 +30,7 @@ func samples() []wire.Message {
 		&wire.BackendReady{GPUs: 4},
 		&wire.Plan{ID: 5, GPU: 6, Model: 7, ExecAt: 1e18, Deadline: 2e18,
 			Tasks: []wire.PlanTask{{ID: 1, Frontend: 2, Input: in, FinishBy: 3e18}}},
-		&wire.GPUFree{GPU: 1, Plan: 2, StartedAt: 3, FinishedAt: 4, Failed: 1, Ran: 5},
+		&wire.GPUFree{GPU: 1, Plan: 2, StartedAt: 3, FinishedAt: 4, Failed: 1, Ran: 5, Dropped: 2},
 		&wire.FrontendUp{ID: 1, DataAddr: "fe:1"},
 		&wire.FrontendDown{ID: 1},
 		&wire.Read{Seq: 3, Ops: []wire.InputRef{in, {}}},
@@ -45,6 +45,7 @@ func samples() []wire.Message {
 		&wire.Heartbeat{},
 		&wire.Leaving{},
 		&wire.LeaveOK{},
+		&wire.Retire{Plans: []uint64{7, 1 << 60}},
 	}
 }
 

@@ -44,6 +44,7 @@ func NewCollector(src Source) prometheus.Collector {
 	add("plans_total", "Batch plans sent to backends.", counter, func(s *service.Stats) float64 { return float64(s.Plans) })
 	add("dropped_requests_total", "Requests dropped by the scheduler (deadline, overload, shutdown, unknown model).", counter, func(s *service.Stats) float64 { return float64(s.Dropped) })
 	add("failed_requests_total", "Planned requests that failed (backend lost, input unavailable, executor failure).", counter, func(s *service.Stats) float64 { return float64(s.Failed) })
+	add("late_dropped_requests_total", "Planned requests their backend dropped before running them, because they could no longer finish in time.", counter, func(s *service.Stats) float64 { return float64(s.DroppedLate) })
 	add("orphaned_requests_total", "Queued requests left out of plans because their frontend left.", counter, func(s *service.Stats) float64 { return float64(s.Orphaned) })
 	add("unsent_ends_total", "Drop and failure notices not delivered because the frontend's connection had closed (that frontend ends those requests itself).", counter, func(s *service.Stats) float64 { return float64(s.Unsent) })
 	add("rejected_connections_total", "Connections refused at the handshake.", counter, func(s *service.Stats) float64 { return float64(s.Rejects) })
