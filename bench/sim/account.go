@@ -18,6 +18,10 @@ import (
 //   - a batch starts no earlier than its inputs can arrive;
 //   - a batch finishes in time for every request in it to meet its deadline;
 //   - every request ends exactly once.
+//
+// Under a fault scenario the GPUs are the cluster model's (cluster.go),
+// which adds its own rules, and a request's outcome is recorded when its
+// frontend ends it (outcome), not when it is planned.
 type accounting struct {
 	w                *workload.Workload
 	winStart, winEnd scheduler.Time
@@ -35,6 +39,8 @@ type accounting struct {
 	// window, and per-model outcomes in each series bucket.
 	epochs        bool
 	inUseInWindow time.Duration
+	// tally counts requests against the fault scenario; nil without one.
+	tally *report.FaultTally
 }
 
 type modelAcct struct {
@@ -44,6 +50,10 @@ type modelAcct struct {
 	batchWeighted                uint64   // Σ over requests of their batch size
 	reasons                      [scheduler.DropReasons]uint64
 	busy                         time.Duration // GPU time of the model's batches in the window
+	// Under a fault scenario: requests that failed, and the bad requests
+	// by the live load generator's names for their reasons.
+	failed uint64
+	named  map[string]uint64
 }
 
 type seriesBucket struct {
@@ -136,8 +146,10 @@ func (a *accounting) newRequest(model int, now scheduler.Time) scheduler.Request
 	}
 }
 
-func (a *accounting) end(r *scheduler.Request) {
-	id := uint64(r.ID)
+func (a *accounting) end(r *scheduler.Request) { a.endID(r.ID) }
+
+func (a *accounting) endID(rid scheduler.RequestID) {
+	id := uint64(rid)
 	if id >= a.issued {
 		a.fail("request %d ended but was never issued", id)
 		return
@@ -169,37 +181,29 @@ func (a *accounting) drop(model int, d *scheduler.Drop) {
 	}
 }
 
+// planned and dropped make the accounting the cores' sink in a fault-free
+// run: a GPU runs each plan exactly as planned.
+func (a *accounting) planned(now scheduler.Time, model int, p *scheduler.BatchPlan, minLead time.Duration) scheduler.Time {
+	a.plan(now, model, p, minLead)
+	return p.FinishAt
+}
+
+func (a *accounting) dropped(_ scheduler.Time, model int, d *scheduler.Drop) { a.drop(model, d) }
+
 // plan records a batch run on an emulated GPU. minLead is the least time the
 // batch's inputs need to reach the GPU after the plan is made.
 func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan, minLead time.Duration) {
+	if !a.checkPlan(now, model, p, minLead) {
+		return
+	}
 	bs := len(p.Requests)
-	m := &a.w.Models[model]
-	if bs == 0 {
-		a.fail("empty batch planned on GPU %d", p.GPU)
-		return
-	}
-	if int(p.GPU) >= len(a.gpuLastFinish) {
-		a.fail("batch planned on unknown GPU %d", p.GPU)
-		return
-	}
-	if want := p.ExecAt.Add(m.Profile.Latency(bs)); p.FinishAt != want {
-		a.fail("GPU %d: batch of %d finishes at %v, its profile says %v", p.GPU, bs, p.FinishAt, want)
-	}
-	if p.ExecAt < now.Add(minLead) {
-		a.fail("GPU %d: batch of %d planned at %v starts at %v, before its inputs can arrive (%v)", p.GPU, bs, now, p.ExecAt, now.Add(minLead))
-	}
 	if last := a.gpuLastFinish[p.GPU]; p.ExecAt < last {
 		a.fail("GPU %d: batch starting at %v overlaps the previous batch, which ends at %v", p.GPU, p.ExecAt, last)
 	}
 	a.gpuLastFinish[p.GPU] = p.FinishAt
 	ma := &a.models[model]
 	ma.busy += a.addBusy(p.GPU, p.ExecAt, p.FinishAt)
-	if a.inWindow(p.ExecAt) {
-		for len(ma.batches) <= bs {
-			ma.batches = append(ma.batches, 0)
-		}
-		ma.batches[bs]++
-	}
+	a.ran(model, bs, p.ExecAt)
 	respond := p.FinishAt.Add(a.w.Network.Result)
 	for i := range p.Requests {
 		r := &p.Requests[i]
@@ -235,6 +239,89 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 		a.total.Record(lat)
 		ma.queueing.Record(p.ExecAt.Sub(r.Arrival))
 		ma.batchWeighted += uint64(bs)
+	}
+}
+
+// checkPlan checks a plan as the cores made it: a batch of at least one
+// request, on a GPU that exists, that runs as long as its profile says and
+// starts no earlier than its inputs can arrive. It reports whether the
+// plan can be accounted at all.
+func (a *accounting) checkPlan(now scheduler.Time, model int, p *scheduler.BatchPlan, minLead time.Duration) bool {
+	bs := len(p.Requests)
+	m := &a.w.Models[model]
+	if bs == 0 {
+		a.fail("empty batch planned on GPU %d", p.GPU)
+		return false
+	}
+	if int(p.GPU) >= len(a.gpuLastFinish) {
+		a.fail("batch planned on unknown GPU %d", p.GPU)
+		return false
+	}
+	if want := p.ExecAt.Add(m.Profile.Latency(bs)); p.FinishAt != want {
+		a.fail("GPU %d: batch of %d finishes at %v, its profile says %v", p.GPU, bs, p.FinishAt, want)
+	}
+	if p.ExecAt < now.Add(minLead) {
+		a.fail("GPU %d: batch of %d planned at %v starts at %v, before its inputs can arrive (%v)", p.GPU, bs, now, p.ExecAt, now.Add(minLead))
+	}
+	return true
+}
+
+// outcome records how a request of a fault run ended at its frontend, with
+// the live load generator's name for the reason of a bad one. A good one
+// was answered at respond by a batch of bs that started at started.
+func (a *accounting) outcome(id scheduler.RequestID, model int, arrival, respond, started scheduler.Time, bs int, o report.Outcome, reason string) {
+	a.endID(id)
+	a.tally.Add(time.Duration(arrival), o, reason)
+	good := o == report.OutcomeGood
+	if b := a.bucket(arrival); b != nil {
+		if good {
+			b.good++
+		} else {
+			b.bad++
+		}
+	}
+	if !a.inWindow(arrival) {
+		return
+	}
+	ma := &a.models[model]
+	switch o {
+	case report.OutcomeGood:
+		ma.good++
+		lat := respond.Sub(arrival)
+		ma.latency.Record(lat)
+		a.total.Record(lat)
+		ma.queueing.Record(started.Sub(arrival))
+		ma.batchWeighted += uint64(bs)
+		return
+	case report.OutcomeLate:
+		ma.late++
+	case report.OutcomeDropped:
+		ma.dropped++
+	case report.OutcomeFailed:
+		ma.failed++
+	}
+	if ma.named == nil {
+		ma.named = map[string]uint64{}
+	}
+	ma.named[reason]++
+}
+
+// ran records a batch of bs requests of model that started at started.
+func (a *accounting) ran(model int, bs int, started scheduler.Time) {
+	if !a.inWindow(started) {
+		return
+	}
+	ma := &a.models[model]
+	for len(ma.batches) <= bs {
+		ma.batches = append(ma.batches, 0)
+	}
+	ma.batches[bs]++
+}
+
+// busy records GPU g working for model over [from, to), in a fault run.
+func (a *accounting) busy(model int, g scheduler.GPUID, from, to scheduler.Time) {
+	if to > from {
+		a.models[model].busy += a.addBusy(g, from, to)
 	}
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"math"
 	"time"
 
@@ -13,7 +14,7 @@ func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
 // stats fills the per-model or total statistics from counters.
 func fillStats(s *report.Stats, m *modelAcct, seconds float64) {
-	s.Offered, s.Good, s.Late, s.Dropped = m.offered, m.good, m.late, m.dropped
+	s.Offered, s.Good, s.Late, s.Dropped, s.Failed = m.offered, m.good, m.late, m.dropped, m.failed
 	s.OfferedRPS = float64(m.offered) / seconds
 	s.GoodputRPS = float64(m.good) / seconds
 	if m.offered > 0 {
@@ -41,6 +42,9 @@ func fillStats(s *report.Stats, m *modelAcct, seconds float64) {
 			s.DropReasons[scheduler.DropReason(r).String()] = n
 		}
 	}
+	if len(m.named) > 0 {
+		s.DropReasons = maps.Clone(m.named)
+	}
 }
 
 // build turns the accounting into a report.
@@ -65,6 +69,13 @@ func (a *accounting) build() *report.Report {
 		total.good += m.good
 		total.late += m.late
 		total.dropped += m.dropped
+		total.failed += m.failed
+		for k, n := range m.named {
+			if total.named == nil {
+				total.named = map[string]uint64{}
+			}
+			total.named[k] += n
+		}
 		total.batchWeighted += m.batchWeighted
 		total.latency.Merge(&m.latency)
 		total.queueing.Merge(&m.queueing)
@@ -136,6 +147,9 @@ func (a *accounting) build() *report.Report {
 			}))
 			rep.TimeSeries = append(rep.TimeSeries, tp)
 		}
+	}
+	if a.tally != nil {
+		rep.Faults = a.tally.Report()
 	}
 	return rep
 }

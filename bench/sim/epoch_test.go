@@ -68,12 +68,10 @@ func TestEpochFollowsDailyLoad(t *testing.T) {
 	if rep.BadRate > 0.01 {
 		t.Errorf("bad rate %.4f, want ≤ 1%%", rep.BadRate)
 	}
-	var series []float64
 	for _, tp := range rep.TimeSeries {
 		if len(tp.ModelGoodputRPS) != len(w.Models) || tp.GPUsInUse <= 0 {
 			t.Fatalf("time point %+v lacks per-model goodput or GPUs in use", tp)
 		}
-		series = append(series, tp.GPUsInUse)
 	}
 	short := func() *report.Report {
 		w := dailyWorkload(t, 256, 300)

@@ -3,6 +3,12 @@
 // that take exactly ℓ(b) per batch and an oracle that fails the run on any
 // impossible schedule. A run is a pure function of the workload: the same
 // file and seed give the same report, byte for byte.
+//
+// A workload with a fault scenario runs on a model of the live cluster's
+// processes instead (cluster.go): the same cores, plus the scheduler's
+// gpuwatch.Watcher, backends whose GPUs follow their real timelines, and
+// the load's frontend, each of which the faults can kill, stall, drain,
+// restart or cut off.
 package sim
 
 import (
@@ -37,6 +43,9 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
+	if len(w.Faults) > 0 {
+		return runCluster(w, opts)
+	}
 	interval := w.AutoscaleWindow
 	if interval <= 0 {
 		interval = time.Second
@@ -48,7 +57,7 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 	case scheduler.PolicyNexus:
 		eng, err = newNexusEngine(w, acct)
 	default:
-		eng, err = newSymphonyEngine(w, acct)
+		eng, err = newSymphonyEngine(w, acct, acct, false)
 	}
 	if err != nil {
 		return nil, err
@@ -90,11 +99,23 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 	return rep, nil
 }
 
+// sink receives the cores' decisions, as rt.Sink does in the live
+// scheduler: the accounting's instant GPUs in a fault-free run, the model
+// of the cluster's processes under a fault scenario (cluster.go).
+type sink interface {
+	// planned sends a plan to its GPU and returns when the GPU is expected
+	// to be free after it (rt.Sink.Planned). minLead is the least time the
+	// batch's inputs need to reach the GPU after the plan is made.
+	planned(now scheduler.Time, model int, p *scheduler.BatchPlan, minLead time.Duration) scheduler.Time
+	dropped(now scheduler.Time, model int, d *scheduler.Drop)
+}
+
 // symphonyEngine runs the real ModelCores and RankCores: one rank loop, or,
 // with an epoch job, one per part (sub-cluster). Messages between them are
 // delivered at once, in a fixed order, at the current virtual time.
 type symphonyEngine struct {
 	acct   *accounting
+	sink   sink
 	models []*scheduler.ModelCore
 	ranks  []*scheduler.RankCore
 	partOf []int              // the rank that serves each model
@@ -104,8 +125,11 @@ type symphonyEngine struct {
 	one    [1]scheduler.Request
 }
 
-func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine, error) {
-	e := &symphonyEngine{acct: acct, partOf: make([]int, len(w.Models))}
+// newSymphonyEngine builds the cores for w. Their decisions go to out; with
+// offline set, every GPU starts offline, to be brought in with EnableGPU as
+// its backend registers.
+func newSymphonyEngine(w *workload.Workload, acct *accounting, out sink, offline bool) (*symphonyEngine, error) {
+	e := &symphonyEngine{acct: acct, sink: out, partOf: make([]int, len(w.Models))}
 	for i := range w.Models {
 		d := w.Network.ForInput(w.Models[i].InputBytes)
 		e.delays = append(e.delays, d)
@@ -125,7 +149,7 @@ func newSymphonyEngine(w *workload.Workload, acct *accounting) (*symphonyEngine,
 	for range parts {
 		rank, err := scheduler.NewRankCore(scheduler.RankConfig{
 			Models: len(w.Models), GPUs: w.Cluster.GPUs, Policy: w.Policy, Delays: w.Network, ModelDelays: e.delays,
-			ScheduleAhead: w.ScheduleAhead, StartOffline: w.Epoch != nil,
+			ScheduleAhead: w.ScheduleAhead, StartOffline: w.Epoch != nil || offline,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
@@ -211,10 +235,18 @@ func (e *symphonyEngine) wake(now scheduler.Time) {
 // handle carries out one ModelCore output.
 func (e *symphonyEngine) handle(now scheduler.Time, model int, out *scheduler.ModelOutput) {
 	for i := range out.Drops {
-		e.acct.drop(model, &out.Drops[i])
+		e.sink.dropped(now, model, &out.Drops[i])
 	}
 	for i := range out.Plans {
-		e.acct.plan(now, model, &out.Plans[i], e.delays[model].Dispatch(len(out.Plans[i].Requests)))
+		p := &out.Plans[i]
+		freeAt := e.sink.planned(now, model, p, e.delays[model].Dispatch(len(p.Requests)))
+		// As the live shell does (scheduler/rt): the rank gets the GPU
+		// back from when the sink expects it to be really free.
+		for j := range out.Returns {
+			if r := &out.Returns[j]; r.Used && r.GPU == p.GPU {
+				r.FreeAt = scheduler.MaxTime(r.FreeAt, freeAt)
+			}
+		}
 	}
 	if e.epoch != nil {
 		e.epoch.observe(model, out)
