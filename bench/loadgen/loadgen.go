@@ -323,7 +323,7 @@ func newRunner(w *workload.Workload, o Options) *runner {
 	for i := range r.collectors {
 		c := &r.collectors[i]
 		c.r, c.series = r, make([]bucket, n)
-		c.faults = report.NewFaultTally(w.Faults, r.winStart, r.winEnd, r.winEnd)
+		c.faults = report.NewFaultTally(w, r.winStart, r.winEnd, r.winEnd)
 		c.q.wake = make(chan struct{}, 1)
 		c.seen.cur, c.seen.old = map[batchKey]struct{}{}, map[batchKey]struct{}{}
 	}

@@ -40,8 +40,9 @@ type FaultEvent struct {
 	// as they did before the first fault: from EndSeconds to the first
 	// bucket from which the next RecoveryWindow of requests, taken
 	// together, had a bad rate within RecoveryThreshold. Recovered is false
-	// when no such bucket came before the next fault or the window's end
-	// (RecoverySeconds is then all the time there was).
+	// when no such bucket came before the next fault (less the longest
+	// SLO: requests that close to it may be its victims) or the window's
+	// end; RecoverySeconds is then all the time there was.
 	RecoverySeconds float64 `json:"recovery_seconds"`
 	Recovered       bool    `json:"recovered"`
 }
@@ -104,16 +105,21 @@ const (
 // concurrent use: give each goroutine its own and Merge them.
 type FaultTally struct {
 	faults           []workload.Fault
+	longestSLO       time.Duration
 	winStart, winEnd time.Duration
 	bounds           []time.Duration // phase boundaries, winStart..winEnd
 	phases           []Phase
 	timeline         []TimelineBucket
 }
 
-// NewFaultTally returns a tally for a run of runLength (warmup included)
-// whose measured window is [winStart, winEnd), under faults.
-func NewFaultTally(faults []workload.Fault, winStart, winEnd, runLength time.Duration) *FaultTally {
+// NewFaultTally returns a tally for a run of w's fault scenario of
+// runLength (warmup included) whose measured window is [winStart, winEnd).
+func NewFaultTally(w *workload.Workload, winStart, winEnd, runLength time.Duration) *FaultTally {
+	faults := w.Faults
 	t := &FaultTally{faults: faults, winStart: winStart, winEnd: winEnd}
+	for _, m := range w.Models {
+		t.longestSLO = max(t.longestSLO, m.SLO)
+	}
 	bounds := []time.Duration{winStart, winEnd}
 	for _, f := range faults {
 		for _, b := range []time.Duration{f.At, f.End()} {
@@ -223,7 +229,9 @@ func (t *FaultTally) Report() *FaultReport {
 	for i, f := range t.faults {
 		next := t.winEnd
 		if i+1 < len(t.faults) {
-			next = t.faults[i+1].At
+			// A request that arrives within an SLO of the next fault
+			// may be hit by it: it says nothing of this one.
+			next = t.faults[i+1].At - t.longestSLO
 		}
 		ev := FaultEvent{Description: f.String(), Action: f.Action.String(), Target: f.Target.String(),
 			AtSeconds: f.At.Seconds(), EndSeconds: f.End().Seconds()}

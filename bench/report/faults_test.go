@@ -33,8 +33,8 @@ func TestFaultTallyPhasesAndRecovery(t *testing.T) {
 	faults := []workload.Fault{stall(3*s, 2*s)}
 	// A run of 8s, window 1s-8s: 1% bad before the stall, half bad during
 	// it, 30% bad for 300ms after it, then 1% again.
-	a := NewFaultTally(faults, s, 8*s, 8*s)
-	b := NewFaultTally(faults, s, 8*s, 8*s)
+	a := NewFaultTally(&workload.Workload{Faults: faults}, s, 8*s, 8*s)
+	b := NewFaultTally(&workload.Workload{Faults: faults}, s, 8*s, 8*s)
 	feed(a, 0, 3*s, 10, 100, "expired")
 	feed(b, 3*s, 5*s, 10, 2, "backend stalled")
 	feed(a, 5*s, 5*s+300*time.Millisecond, 10, 3, "expired")
@@ -80,7 +80,7 @@ func TestFaultTallyPhasesAndRecovery(t *testing.T) {
 func TestFaultTallyNoRecovery(t *testing.T) {
 	s := time.Second
 	kill := workload.Fault{At: 2 * s, Action: workload.FaultKill, Target: workload.FaultTarget{Kind: workload.TargetBackend}}
-	ta := NewFaultTally([]workload.Fault{kill}, 0, 4*s, 4*s)
+	ta := NewFaultTally(&workload.Workload{Faults: []workload.Fault{kill}}, 0, 4*s, 4*s)
 	feed(ta, 0, 2*s, 10, 0, "")
 	feed(ta, 2*s, 4*s, 10, 3, "overload")
 	r := ta.Report()
@@ -90,7 +90,26 @@ func TestFaultTallyNoRecovery(t *testing.T) {
 	if len(r.Phases) != 2 || r.Phases[1].Label != "after 2s kill backend-0" {
 		t.Errorf("phases %+v", r.Phases)
 	}
-	if NewFaultTally(nil, 0, s, s).Report() != nil {
+	if NewFaultTally(&workload.Workload{}, 0, s, s).Report() != nil {
 		t.Error("a run without faults has a fault report")
+	}
+}
+
+// Requests that arrive within an SLO of the next fault may be its victims:
+// they do not count against the recovery from the fault before.
+func TestRecoveryWindowStopsAnSLOBeforeTheNextFault(t *testing.T) {
+	s := time.Second
+	w := &workload.Workload{
+		Models: []workload.Model{{SLO: 300 * time.Millisecond}},
+		// The stall ends at 3.5s, half a second before the kill.
+		Faults: []workload.Fault{stall(s, 2500*time.Millisecond), {At: 4 * s, Action: workload.FaultKill, Target: workload.FaultTarget{Kind: workload.TargetScheduler}}},
+	}
+	ta := NewFaultTally(w, 0, 6*s, 6*s)
+	feed(ta, 0, 3700*time.Millisecond, 10, 0, "")
+	// Every request of the 300ms before the kill is its victim.
+	feed(ta, 3700*time.Millisecond, 6*s, 10, 1, "scheduler lost")
+	ev := ta.Report().Faults[0]
+	if !ev.Recovered || ev.RecoverySeconds != 0 {
+		t.Errorf("%+v: want recovered at once, the kill's victims left out", ev)
 	}
 }

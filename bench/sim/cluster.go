@@ -376,7 +376,7 @@ func newCluster(w *workload.Workload) (*cluster, error) {
 		interval = time.Second
 	}
 	acct := newAccounting(w, interval)
-	acct.tally = report.NewFaultTally(w.Faults, w.Warmup, w.Warmup+w.Duration, w.Warmup+w.Duration)
+	acct.tally = report.NewFaultTally(w, w.Warmup, w.Warmup+w.Duration, w.Warmup+w.Duration)
 	nb, each := w.Cluster.Backends()
 	cl := &cluster{w: w, acct: acct, each: each, result: w.Network.Result,
 		gpus: make([]gpuSim, w.Cluster.GPUs), online: make([]bool, w.Cluster.GPUs)}

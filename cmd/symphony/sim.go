@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *compare && *policy != "":
 		return usageErr("--compare and --policy exclude each other")
+	case *compare && len(w.Faults) > 0:
+		// The nexus baseline has no live cluster whose processes a
+		// fault could hit.
+		policies = slices.DeleteFunc(scheduler.Policies(), func(p scheduler.Policy) bool { return p == scheduler.PolicyNexus })
+		log.Info().Msg("--compare with a fault scenario leaves out the nexus policy, which has no live cluster to hit")
 	case *compare:
 		policies = scheduler.Policies()
 	case *policy != "":
