@@ -1,4 +1,4 @@
-package plan_test
+package workload_test
 
 import (
 	"bytes"
