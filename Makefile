@@ -39,6 +39,7 @@ experiments: build
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s -fuzzminimizetime 5s ./bench/workload/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRateTrace$$' -fuzztime 60s -fuzzminimizetime 5s ./bench/workload/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s -fuzzminimizetime 5s ./scheduler/serving/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferRequest$$' -fuzztime 60s -fuzzminimizetime 5s ./frontend/gateway/

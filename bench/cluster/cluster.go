@@ -85,20 +85,21 @@ func (c *Config) dataPath(name string) rdma.Config {
 }
 
 // FromWorkload fills the scheduler side of a Config from a workload file:
-// its models and policy, its network delays raised to the live floor
-// (service.LiveDelays), and its GPUs spread over backends as
+// its serving configuration (Workload.Serving: models, policy, limits, and
+// network delays raised to the live floor, as service.FromServing does for
+// `symphony scheduler`), and its GPUs spread over backends as
 // workload.Cluster.Backends says.
 func FromWorkload(w *workload.Workload, n transport.Network, addr string) (Config, error) {
 	if w.Policy == scheduler.PolicyNexus {
 		return Config{}, errors.New("cluster: the nexus policy exists only in the simulator")
 	}
+	sv := w.Serving()
+	sc := service.FromServing(&sv)
 	c := Config{
 		Network: n, Addr: addr, DataAddr: addr,
-		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: service.LiveDelays(w.Network), ResultTrip: w.Network.Result,
+		Models: sc.Models, Policy: sc.Policy, Schedulable: sc.Schedulable, Drop: sc.Drop, Delays: sc.Delays,
+		ResultTrip: sc.ResultTrip, StallAfter: sc.StallAfter, DrainTimeout: sc.DrainTimeout,
 		Frontends: 1, Log: zerolog.Nop(),
-	}
-	for _, m := range w.Models {
-		c.Models = append(c.Models, service.Model{Name: m.Name, Profile: m.Profile, SLO: m.SLO, InputBytes: m.InputBytes})
 	}
 	c.Backends, c.GPUsPerBackend = w.Cluster.Backends()
 	return c, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // Workload is one parsed workload file, with zoos expanded into models.
@@ -28,8 +29,12 @@ type Workload struct {
 	// Network holds the delays the scheduler budgets for and the simulator
 	// applies.
 	Network scheduler.Delays
-	Models  []Model
-	Policy  scheduler.Policy
+	// LiveFloor and Limits are the serving configuration's live delay
+	// floor and limits (serving.Settings), for the live cluster of demo.
+	LiveFloor scheduler.Delays
+	Limits    serving.Limits
+	Models    []Model
+	Policy    scheduler.Policy
 	// Schedulable is the symphony policy's schedulable condition.
 	Schedulable scheduler.Schedulable
 	// Drop is the drop policy; DropDefault takes the policy's own.
@@ -103,7 +108,9 @@ type GPUType struct {
 	PricePerHour float64
 }
 
-// Model is one served model and the load offered to it.
+// Model is one served model and the load offered to it: a serving.Model
+// (the same fields, which the file's serving keys set) plus Rates and
+// Arrival.
 type Model struct {
 	Name    string
 	Profile profile.Profile
@@ -200,7 +207,32 @@ func (a Arrival) String() string {
 // delays d: the grant's trip and its input's pull, a batch of one, and the
 // result's trip. An SLO no longer than that can never be met.
 func (m *Model) LeastLatency(d scheduler.Delays) time.Duration {
-	return d.ForInput(m.InputBytes).Dispatch(1) + m.Profile.Latency(1) + d.Result
+	sm := m.Serving()
+	return sm.LeastLatency(d)
+}
+
+// Serving is the served model, without its load.
+func (m *Model) Serving() serving.Model {
+	return serving.Model{Name: m.Name, Profile: m.Profile, SLO: m.SLO, StaticMemory: m.StaticMemory, DynamicMemory: m.DynamicMemory, InputBytes: m.InputBytes}
+}
+
+// fromServing is a workload model serving sm, with no load yet.
+func fromServing(sm serving.Model) Model {
+	return Model{Name: sm.Name, Profile: sm.Profile, SLO: sm.SLO, StaticMemory: sm.StaticMemory, DynamicMemory: sm.DynamicMemory, InputBytes: sm.InputBytes}
+}
+
+// Serving is the workload's serving configuration: what a scheduler
+// serving its models is configured with (symphony scheduler -f reads the
+// same from the file through serving.ParseFile).
+func (w *Workload) Serving() serving.Config {
+	c := serving.Config{Source: w.Source, Settings: serving.Settings{
+		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, ScheduleAhead: w.ScheduleAhead,
+		Network: w.Network, LiveFloor: w.LiveFloor, Limits: w.Limits,
+	}}
+	for i := range w.Models {
+		c.Models = append(c.Models, w.Models[i].Serving())
+	}
+	return c
 }
 
 // RateAt is the model's offered rate t after the start of the run (warmup

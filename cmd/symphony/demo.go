@@ -16,7 +16,6 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
-	"github.com/symphony-serving/symphony/scheduler/service"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -96,10 +95,12 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	if *lf.inputBytes >= 0 {
 		// Every model's inputs take this size, and a cluster started from
 		// w budgets their pulls for it.
+		sv := w.Serving()
+		live := sv.LiveDelays()
 		for i := range w.Models {
 			m := &w.Models[i]
 			m.InputBytes = int64(*lf.inputBytes)
-			if least := m.LeastLatency(service.LiveDelays(w.Network)); m.SLO <= least {
+			if least := m.LeastLatency(live); m.SLO <= least {
 				return nil, usageErr("--input-bytes %d: %s's SLO of %v is no longer than a batch of one takes with an input that size (%v): every request would be dropped", *lf.inputBytes, m.Name, m.SLO, least)
 			}
 		}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/symphony-serving/symphony/backend"
 	backmetrics "github.com/symphony-serving/symphony/backend/metrics"
-	"github.com/symphony-serving/symphony/bench/cluster"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
@@ -26,6 +25,7 @@ import (
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
 	schedmetrics "github.com/symphony-serving/symphony/scheduler/service/metrics"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/tcp"
 )
@@ -42,6 +42,15 @@ func loadWorkload(path string) (*workload.Workload, error) {
 		return workload.Parse(defaultWorkload, "default workload")
 	}
 	return workload.ParseFile(path)
+}
+
+// loadServing parses the serving configuration in the file, or the
+// bundled default workload's for "".
+func loadServing(path string) (*serving.Config, error) {
+	if path == "" {
+		return serving.Parse(defaultWorkload, "default workload")
+	}
+	return serving.ParseFile(path)
 }
 
 // signalContext is canceled on SIGINT or SIGTERM, so that processes stop
@@ -77,15 +86,16 @@ func newNetwork(log zerolog.Logger) *tcp.Network {
 	return tcp.New(o)
 }
 
-// runScheduler is `symphony scheduler`: the scheduler service alone.
+// runScheduler is `symphony scheduler`: the scheduler service alone,
+// serving a serving configuration (scheduler/serving).
 func runScheduler(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("f", "", "workload file whose models, policy and network delays to serve (default: the bundled demo workload)")
+	file := fs.String("f", "", "serving configuration to serve: models, policy, network delays, live floor and limits (docs/serving-config.md); a workload file serves too, its load ignored (default: the bundled demo's models)")
 	addr := fs.String("addr", "127.0.0.1:7100", "address to listen on for frontends and backends")
-	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork")
-	maxGPUs := fs.Int("max-gpus", 1024, "most GPUs the cluster may have")
-	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (0: the longest SLO plus 500ms; negative: none); a second signal cuts it short, a third exits")
+	policy := fs.String("policy", "", "override the file's policy: symphony, work-conserving or clockwork")
+	maxGPUs := fs.Int("max-gpus", 0, "most GPUs the cluster may have (default: the file's limits.max_gpus, else 1024)")
+	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (default: the file's limits.drain_timeout, else the longest SLO plus 500ms; negative: none); a second signal cuts it short, a third exits")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	verbose := fs.Bool("v", false, "log every connection and more")
 	if err := parseFlags(fs, args); err != nil {
@@ -95,25 +105,31 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
 	log := processLogger(stderr, *verbose)
-	w, err := loadWorkload(*file)
+	cfg, err := loadServing(*file)
 	if err != nil {
 		return err
+	}
+	if len(cfg.Ignored) > 0 {
+		log.Info().Strs("keys", cfg.Ignored).Str("file", cfg.Source).Msg("serving the models of a workload file; its load keys are for the load generator")
 	}
 	if *policy != "" {
 		p, err := scheduler.ParsePolicy(*policy)
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		w.Policy = p
+		cfg.Policy = p
 	}
-	cc, err := cluster.FromWorkload(w, newNetwork(log), *addr)
-	if err != nil {
-		return err
+	if *maxGPUs != 0 {
+		if *maxGPUs < 1 || *maxGPUs > serving.MaxGPUsLimit {
+			return usageErr("--max-gpus %d out of range [1, %d]", *maxGPUs, serving.MaxGPUsLimit)
+		}
+		cfg.Limits.MaxGPUs = *maxGPUs
 	}
-	sc := service.Default()
-	sc.Addr, sc.Network, sc.Models, sc.Log, sc.MaxGPUs = *addr, cc.Network, cc.Models, log, *maxGPUs
-	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cc.Policy, cc.Schedulable, cc.Drop, cc.Delays
-	sc.DrainTimeout = *drain
+	if *drain != 0 {
+		cfg.Limits.DrainTimeout = *drain
+	}
+	sc := service.FromServing(cfg)
+	sc.Addr, sc.Network, sc.Log = *addr, newNetwork(log), log
 	metricsLn, err := listenMetrics(*metricsAddr)
 	if err != nil {
 		return err

@@ -33,23 +33,17 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/gpuwatch"
-	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/rt"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
-// Model is one served model.
-type Model struct {
-	Name    string
-	Profile profile.Profile
-	SLO     time.Duration
-	// InputBytes is the size of the model's inputs, for the time their
-	// pulls take (scheduler.Delays.ForInput); 0 budgets only the
-	// per-request data delay, which suits inputs of a few KiB.
-	InputBytes int64
-}
+// Model is one served model: the serving configuration's (its
+// InputBytes budgets the time its inputs' pulls take,
+// scheduler.Delays.ForInput).
+type Model = serving.Model
 
 // Config configures the scheduler service.
 type Config struct {
@@ -62,6 +56,9 @@ type Config struct {
 	// defaults.
 	Schedulable scheduler.Schedulable
 	Drop        scheduler.DropPolicy
+	// ScheduleAhead is the clockwork policy's commit window (0: its
+	// default, scheduler.DefaultScheduleAhead).
+	ScheduleAhead time.Duration
 	// Delays are the network delays the scheduler budgets for.
 	Delays scheduler.Delays
 	// MaxGPUs is the most GPUs the cluster may have at once.
@@ -104,26 +101,17 @@ const WatchPeriod = 10 * time.Millisecond
 // frontend has ended its requests by their deadlines anyway).
 const DrainMargin = 500 * time.Millisecond
 
-// LiveDelayFloor is the least the real-time scheduler budgets for each
-// network delay. A workload's delays describe the network the simulator
-// applies exactly; a live cluster also pays for goroutine hand-offs, timer
-// granularity (a Go timer fires up to ~1ms late) and a loaded CPU, so its
-// scheduler plans a batch to finish at least this much before the deadline
-// (Result) and to start this long after its grant (Ctrl).
-func LiveDelayFloor() scheduler.Delays {
-	// DataPerMiB: on the 2-core development machine, loopback TCP moves
-	// 2.2 GB/s in the 8-frontend incast (BenchmarkPullIncast) but one
-	// frontend's 0.6-2 MB inputs at 0.7-1.2 GB/s, and less while the same
-	// cores run the frontends, the backends and the load (docs/benchmarks.md,
-	// "Large inputs"): 2ms per MiB is about 500 MB/s.
-	return scheduler.Delays{Ctrl: 300 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, DataPerMiB: 2 * time.Millisecond, Result: 1500 * time.Microsecond}
-}
-
-// LiveDelays returns d with each delay raised to at least the live floor.
-func LiveDelays(d scheduler.Delays) scheduler.Delays {
-	f := LiveDelayFloor()
-	return scheduler.Delays{Ctrl: max(d.Ctrl, f.Ctrl), DataPerRequest: max(d.DataPerRequest, f.DataPerRequest),
-		DataPerMiB: max(d.DataPerMiB, f.DataPerMiB), Result: max(d.Result, f.Result)}
+// FromServing is the service configuration that serves c: its models,
+// policy and limits, its network delays raised to its live floor
+// (serving.Settings.LiveDelays), and the network's result delay as the
+// result trip. Addr and Network remain to be set.
+func FromServing(c *serving.Config) Config {
+	sc := Default()
+	sc.Models = c.Models
+	sc.Policy, sc.Schedulable, sc.Drop, sc.ScheduleAhead = c.Policy, c.Schedulable, c.Drop, c.ScheduleAhead
+	sc.Delays, sc.ResultTrip = c.LiveDelays(), c.Network.Result
+	sc.MaxGPUs, sc.StallAfter, sc.DrainTimeout = c.Limits.MaxGPUs, c.Limits.StallAfter, c.Limits.DrainTimeout
+	return sc
 }
 
 // Default returns a configuration with the defaults filled in; Addr,
@@ -131,8 +119,8 @@ func LiveDelays(d scheduler.Delays) scheduler.Delays {
 func Default() Config {
 	return Config{
 		Policy:  scheduler.PolicySymphony,
-		Delays:  LiveDelayFloor(),
-		MaxGPUs: 1024,
+		Delays:  serving.DefaultLiveFloor(),
+		MaxGPUs: serving.DefaultMaxGPUs,
 		Log:     zerolog.Nop(),
 	}
 }
@@ -372,7 +360,7 @@ func Start(cfg Config) (*Service, error) {
 	}
 	s.watch = watch
 	rc := rt.Config{
-		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, Delays: cfg.Delays, StartOffline: true},
+		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, ScheduleAhead: cfg.ScheduleAhead, Delays: cfg.Delays, StartOffline: true},
 		WakeupSlack: cfg.WakeupSlack,
 	}
 	s.inputWarned = make([]atomic.Bool, len(cfg.Models))
