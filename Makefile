@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/symphony
 PKGS    := ./...
 
-.PHONY: build test bench demo experiments fuzz clean
+.PHONY: build test lint bench demo experiments fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/symphony
@@ -12,6 +12,13 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+
+# staticcheck (v0.8.2 is its 2026.2.2 release), pinned, on both builds (the rdma build's cgo files
+# included); .ci/run runs it before the tests.
+STATICCHECK_VERSION := v0.8.2
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags rdma ./...
 
 # Go benchmarks (allocation counts included) and the scheduler-alone
 # throughput benchmark of the paper's Figure 11 (left).

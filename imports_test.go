@@ -13,8 +13,6 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -34,9 +32,10 @@ type pkgInfo struct {
 // listModule lists every package of the module.
 func listModule(t *testing.T) map[string]*pkgInfo {
 	t.Helper()
+	// go test puts its own go first on the PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command on the PATH: %v", err)
 	}
 	cmd := exec.Command(goBin, "list", "-e", "-f",
 		`{{.ImportPath}}|{{join .Imports ","}}|{{join .Deps ","}}|{{join .TestImports ","}},{{join .XTestImports ","}}|{{if .Error}}{{.Error}}{{end}}`,

@@ -115,10 +115,6 @@ type mfParser struct {
 	strictyaml.Reader
 }
 
-// ParseSize parses a byte count such as 170MiB (strictyaml.ParseSize),
-// for flags that take the sizes model files hold.
-func ParseSize(s string) (int64, error) { return strictyaml.ParseSize(s) }
-
 // FormatSize renders a byte count the way model files write it (170MiB,
 // 10.5GiB), so that reports read like their input.
 func FormatSize(b int64) string { return strictyaml.FormatSize(b) }

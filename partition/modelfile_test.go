@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/symphony-serving/symphony/partition/strictyaml"
 )
 
 const modelExamplesDir = "../testdata/partition"
@@ -188,13 +190,13 @@ func TestParseSizeAndFormatSize(t *testing.T) {
 		in   string
 		want int64
 	}{{"0", 0}, {"170MiB", 170 << 20}, {"1.5GiB", 3 << 29}, {"11gib", 11 << 30}, {"1024", 1024}, {" 2 KiB ", 2048}} {
-		if v, err := ParseSize(tc.in); err != nil || v != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, v, err, tc.want)
+		if v, err := strictyaml.ParseSize(tc.in); err != nil || v != tc.want {
+			t.Errorf("strictyaml.ParseSize(%q) = %d, %v; want %d", tc.in, v, err, tc.want)
 		}
 	}
 	for _, in := range []string{"", "-1", "1MB", "GiB", "1.2.3KiB", "9223372036854775807KiB", "99999999999999999999"} {
-		if v, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", in, v)
+		if v, err := strictyaml.ParseSize(in); err == nil {
+			t.Errorf("strictyaml.ParseSize(%q) = %d, want an error", in, v)
 		}
 	}
 	for _, tc := range []struct {

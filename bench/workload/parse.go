@@ -14,7 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/symphony-serving/symphony/partition/strictyaml"
-	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
@@ -53,12 +52,6 @@ const (
 	DefaultWarmup                = 5 * time.Second
 	DefaultNexusFrontends        = 1
 )
-
-// DefaultNetwork returns the network delays of a workload without a network
-// key: serving.DefaultNetwork, a LAN like the paper's testbed. A network
-// mapping that leaves a delay out sets that delay to 0 instead, so that
-// network: {} means an ideal network.
-func DefaultNetwork() scheduler.Delays { return serving.DefaultNetwork() }
 
 // Error is a problem at one place in a workload file (or a rate trace). Its
 // message names the file, the line and the field, so that a user can fix the

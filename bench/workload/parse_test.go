@@ -14,6 +14,7 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 const examplesDir = "../../testdata/workloads"
@@ -173,7 +174,7 @@ models:
   - {name: m, profile: {alpha: 1ms, beta: 2ms}, slo: 10ms, rate: 100}
 `)
 	if w.Seed != 1 || w.Duration != 30*time.Second || w.Warmup != 5*time.Second ||
-		w.Network != DefaultNetwork() || w.Policy != scheduler.PolicySymphony || w.NexusFrontends != 1 ||
+		w.Network != serving.DefaultNetwork() || w.Policy != scheduler.PolicySymphony || w.NexusFrontends != 1 ||
 		w.ScheduleAhead != 0 || w.AutoscaleWindow != 0 {
 		t.Errorf("defaults: %+v", w)
 	}

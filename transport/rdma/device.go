@@ -2,11 +2,7 @@ package rdma
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // DeviceConfig picks the RDMA device, port and GID a process uses.
@@ -59,16 +55,6 @@ func pickGID(gids [][16]byte, types []string) int {
 	return best
 }
 
-// gidType reads a GID entry's type ("RoCE v2", "IB/RoCE v1") from sysfs,
-// where every rdma-core version exposes it; "" if it cannot.
-func gidType(sysfs, device string, port, index int) string {
-	b, err := os.ReadFile(filepath.Join(sysfs, "class/infiniband", device, "ports", strconv.Itoa(port), "gid_attrs/types", strconv.Itoa(index)))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // localReadDepth is the READ depth a queue pair advertises
 // (RDMAEndpoint.ReadDepth): at most 16, and within both the device's
 // requester (max_qp_init_rd_atom) and responder (max_qp_rd_atom) limits.
@@ -101,13 +87,3 @@ const (
 	qpAckTimeout = 12 // 4.096 µs × 2^12 ≈ 16.8 ms per try
 	qpRetryCount = 3  // retries after the first try
 )
-
-// ackTimeout is how long a try waits for its response, for a queue pair
-// timeout exponent (at least that: devices may round it up).
-func ackTimeout(exp uint8) time.Duration { return 4096 * time.Nanosecond << exp }
-
-// deadPeerAfter is about how long a READ to a peer that no longer answers
-// takes to fail: every try times out.
-func deadPeerAfter(exp, retries uint8) time.Duration {
-	return time.Duration(retries+1) * ackTimeout(exp)
-}
