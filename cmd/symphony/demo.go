@@ -16,6 +16,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
+	"github.com/symphony-serving/symphony/frontend/gateway/kserveclient"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -316,7 +317,11 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	if *gatewayURL != "" {
-		t, err := newHTTPTarget(ctx, *gatewayURL, w)
+		c, err := kserveclient.New(*gatewayURL, nil)
+		if err != nil {
+			return usageErr("--gateway %q: want an http:// URL", *gatewayURL)
+		}
+		t, err := loadgen.NewGatewayTarget(ctx, c, w)
 		if err != nil {
 			return err
 		}

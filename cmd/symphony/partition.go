@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,9 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/partexp"
@@ -64,7 +61,7 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
-	out, err := newPartitionOutput(mf, eng.Name(), res)
+	out, err := partition.NewSummary(mf, eng.Name(), res)
 	if err != nil {
 		return err
 	}
@@ -74,164 +71,7 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
 		return enc.Encode(out)
 	}
-	return out.writeText(stdout)
-}
-
-// partitionOutput is the `symphony partition` report; its JSON is the
-// command's --json output.
-type partitionOutput struct {
-	Source string `json:"source"`
-	// Engine produced the assignment; RequestedEngine is the one asked for
-	// (they differ when the MILP fell back to the heuristic).
-	Engine          string `json:"engine"`
-	RequestedEngine string `json:"requested_engine"`
-	// Assignment maps model name to part.
-	Assignment map[string]int      `json:"assignment"`
-	Parts      []partitionPart     `json:"parts"`
-	Imbalance  partition.Imbalance `json:"imbalance"`
-	Objective  float64             `json:"objective"`
-	// Disruption is the bytes loaded plus unloaded against the current
-	// assignment; MaxDisruption is C_max, null when unbounded.
-	Disruption    int64           `json:"disruption"`
-	MaxDisruption *int64          `json:"max_disruption"`
-	Moves         []partitionMove `json:"moves"`
-	Optimal       bool            `json:"optimal"`
-	SolveSeconds  float64         `json:"solve_seconds"`
-	Notes         []string        `json:"notes"`
-
-	models     []string // in file order, for the text listing
-	assign     []int
-	hasCurrent bool
-}
-
-// partitionPart is one part of the answer.
-type partitionPart struct {
-	Part   int      `json:"part"`
-	Models []string `json:"models"`
-	Rate   float64  `json:"rate"`
-	// StaticMemory is Σ s_i; Memory adds the largest dynamic memory, the
-	// left side of Eq. 6, in bytes.
-	StaticMemory int64 `json:"static_memory"`
-	Memory       int64 `json:"memory"`
-}
-
-// partitionMove is a model whose part changes; From is -1 for a new model.
-type partitionMove struct {
-	Model string `json:"model"`
-	From  int    `json:"from"`
-	To    int    `json:"to"`
-}
-
-func newPartitionOutput(mf *partition.ModelFile, requested string, res *partition.Result) (*partitionOutput, error) {
-	p := mf.Problem
-	ev, err := p.Evaluate(res.Assignment)
-	if err != nil {
-		return nil, err
-	}
-	out := &partitionOutput{
-		Source: mf.Source, Engine: res.Engine, RequestedEngine: requested,
-		Assignment: make(map[string]int, len(p.Models)),
-		Imbalance:  res.Imbalance, Objective: res.Objective, Disruption: res.Disruption,
-		Moves: []partitionMove{}, Optimal: res.Optimal, SolveSeconds: res.SolveTime.Seconds(),
-		Notes:  append(append([]string{}, mf.Warnings...), res.Notes...),
-		assign: res.Assignment, hasCurrent: p.Current != nil,
-	}
-	if p.Current != nil && p.MaxDisruption >= 0 {
-		c := p.MaxDisruption
-		out.MaxDisruption = &c
-	}
-	out.Parts = make([]partitionPart, p.Parts)
-	for j := range out.Parts {
-		out.Parts[j] = partitionPart{Part: j, Models: []string{}, Rate: ev.PartRate[j], StaticMemory: ev.PartStatic[j], Memory: ev.PartMemory[j]}
-	}
-	for i, m := range p.Models {
-		j := res.Assignment[i]
-		out.Assignment[m.Name] = j
-		out.models = append(out.models, m.Name)
-		out.Parts[j].Models = append(out.Parts[j].Models, m.Name)
-		if p.Current != nil && p.Current[i] != j {
-			out.Moves = append(out.Moves, partitionMove{Model: m.Name, From: p.Current[i], To: j})
-		}
-	}
-	if len(ev.Violations) > 0 {
-		// NewResult makes this impossible; say so rather than print an
-		// infeasible answer as if it were fine.
-		return nil, fmt.Errorf("engine %s returned an infeasible assignment: %s", res.Engine, ev.Violations[0])
-	}
-	return out, nil
-}
-
-func (o *partitionOutput) writeText(out io.Writer) error {
-	// Tables are aligned in a buffer, then written without the padding
-	// tabwriter leaves at line ends.
-	var buf bytes.Buffer
-	if err := o.writeTables(&buf); err != nil {
-		return err
-	}
-	var trimmed strings.Builder
-	for _, line := range strings.SplitAfter(buf.String(), "\n") {
-		trimmed.WriteString(strings.TrimRight(line, " \n"))
-		if strings.HasSuffix(line, "\n") {
-			trimmed.WriteByte('\n')
-		}
-	}
-	_, err := io.WriteString(out, trimmed.String())
-	return err
-}
-
-func (o *partitionOutput) writeTables(w io.Writer) error {
-	engine := o.Engine
-	if o.Engine != o.RequestedEngine {
-		engine += fmt.Sprintf(" (requested %s)", o.RequestedEngine)
-	}
-	if o.Optimal {
-		engine += ", proven optimal"
-	}
-	fmt.Fprintf(w, "%s: %d models into %d parts\n", filepath.Base(o.Source), len(o.models), len(o.Parts))
-	fmt.Fprintf(w, "engine:      %s, solved in %s\n", engine, time.Duration(o.SolveSeconds*float64(time.Second)).Round(time.Microsecond))
-	fmt.Fprintf(w, "imbalance:   rate %.4f, memory %.4f ((max-min)/avg over parts); objective %.6g\n", o.Imbalance.Rate, o.Imbalance.Memory, o.Objective)
-	if o.hasCurrent {
-		limit := "unbounded"
-		if o.MaxDisruption != nil {
-			limit = partition.FormatSize(*o.MaxDisruption)
-		}
-		fmt.Fprintf(w, "disruption:  %s loaded+unloaded (max_disruption %s), %d models placed or moved\n", partition.FormatSize(o.Disruption), limit, len(o.Moves))
-	} else {
-		fmt.Fprintln(w, "disruption:  none (no current assignment: the first epoch)")
-	}
-	fmt.Fprintln(w)
-
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "part\tmodels\trate (req/s)\tstatic memory\tmemory incl. dynamic\tmodel names")
-	for _, p := range o.Parts {
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t%s\t%s\n", p.Part, len(p.Models), p.Rate, partition.FormatSize(p.StaticMemory), partition.FormatSize(p.Memory), strings.Join(p.Models, " "))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	moved := make(map[string]partitionMove, len(o.Moves))
-	for _, m := range o.Moves {
-		moved[m.Model] = m
-	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "model\tpart\t")
-	for i, name := range o.models {
-		change := ""
-		if m, ok := moved[name]; ok {
-			if m.From == partition.Unassigned {
-				change = "(new)"
-			} else {
-				change = fmt.Sprintf("(moved from %d)", m.From)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", name, o.assign[i], change)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	writeNotes(w, o.Notes)
-	return nil
+	return out.WriteText(stdout)
 }
 
 // runPartitionExperiment is `symphony partition experiment`: the paper's
@@ -293,16 +133,4 @@ func runPartitionExperiment(args []string, stdout, stderr io.Writer) error {
 	}
 	return writeExperiment(stdout, rep, *asJSON, *csvPath, *plotDir,
 		func(dir string) ([]string, error) { return partexp.WritePlot(dir, rep) }, log)
-}
-
-// writeNotes prints a command's notes (what it did not do, or did instead)
-// after its tables, one bullet each.
-func writeNotes(w io.Writer, notes []string) {
-	if len(notes) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\nnotes:")
-	for _, n := range notes {
-		fmt.Fprintf(w, "  - %s\n", n)
-	}
 }

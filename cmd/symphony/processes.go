@@ -25,6 +25,7 @@ import (
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
 	schedmetrics "github.com/symphony-serving/symphony/scheduler/service/metrics"
+	"github.com/symphony-serving/symphony/scheduler/service/shutdown"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport/rdma"
 	"github.com/symphony-serving/symphony/transport/tcp"
@@ -228,29 +229,12 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 // when it does. Each further signal runs the next of hurry, meant to cut
 // the graceful stop short; a signal past the last of them exits at once.
 func onSignals(log zerolog.Logger, graceful func(), hurry ...func()) {
-	sigs := make(chan os.Signal, len(hurry)+2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	<-sigs
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for _, h := range hurry {
-			select {
-			case <-sigs:
-				h()
-			case <-done:
-				return
-			}
-		}
-		select {
-		case <-sigs:
-			log.Error().Msg("signal: exiting without finishing the stop")
-			os.Exit(130)
-		case <-done:
-		}
-	}()
-	graceful()
+	sigs, stop := shutdown.Notify(len(hurry) + 2)
+	defer stop()
+	shutdown.Wait(sigs, graceful, hurry, func() {
+		log.Error().Msg("signal: exiting without finishing the stop")
+		os.Exit(130)
+	})
 }
 
 // runFrontend is `symphony frontend`: a frontend serving the KServe v2

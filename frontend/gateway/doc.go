@@ -92,8 +92,9 @@
 // drop's "drop: " and its frontend.DropReason ("drop: overload"), a
 // backend failure's "backend: " and its cause's kind ("backend: input
 // unavailable"). ResponseError turns an answer back into the frontend
-// package's typed error, so that a Go client (`symphony bench --gateway`)
-// reports outcomes as an embedded client does.
+// package's typed error, so that a Go client (package kserveclient, which
+// `symphony bench --gateway` drives) reports outcomes as an embedded
+// client does.
 //
 //	400  malformed request (JSON, shapes, sizes, datatypes, timeouts): "bad request"; frontend.ErrBadDeadline: "bad deadline"
 //	404  unknown model (frontend.ErrUnknownModel): "unknown model"; unknown path: "not found"

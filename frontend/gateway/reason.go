@@ -145,6 +145,20 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("gateway: HTTP %d (%s): %s", e.Status, e.Reason, e.Message)
 }
 
+// ParseErrorBody reads an error answer's body: the protocol's message and
+// the gateway's reason ("" from a server that gives none). ok is false when
+// the body is not an error object, so that a client can quote it whole
+// instead. Clients that want the reason itself, not only the typed error
+// ResponseError maps it to, read it here rather than decode the body
+// their own way.
+func ParseErrorBody(body []byte) (message, reason string, ok bool) {
+	var eb errorBody
+	if err := json.Unmarshal(body, &eb); err != nil {
+		return "", "", false
+	}
+	return eb.Error, eb.Reason, true
+}
+
 // ResponseError is the error a client of the gateway should see for an
 // error answer: the status and body of a response that was not 200, for a
 // request for model. It reads the body's reason and returns the frontend
@@ -154,11 +168,10 @@ func (e *StatusError) Error() string {
 // remote request as they would an embedded one; anything else is a
 // *StatusError. It never fails on a malformed body.
 func ResponseError(model string, status int, body []byte) error {
-	var eb errorBody
-	if err := json.Unmarshal(body, &eb); err != nil {
+	msg, reason, ok := ParseErrorBody(body)
+	if !ok {
 		return &StatusError{Status: status, Message: strings.TrimSpace(string(body))}
 	}
-	msg, reason := eb.Error, eb.Reason
 	if drop, ok := strings.CutPrefix(reason, ReasonDropPrefix); ok {
 		return &frontend.DropError{Model: model, Reason: frontend.DropReason(drop)}
 	}

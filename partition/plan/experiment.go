@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/symphony-serving/symphony/partition/internal/textout"
 	"github.com/symphony-serving/symphony/partition/lpsolve"
 )
 
@@ -167,11 +168,6 @@ func RunExperiment(ctx context.Context, c ExperimentConfig) (*Report, error) {
 			t.Cost[name] = p.CostPerHour
 			t.PlanSeconds[name] = took.Seconds()
 		}
-		timed := func(f func() (*Plan, error)) (*Plan, time.Duration, error) {
-			start := time.Now()
-			p, err := f()
-			return p, time.Since(start), err
-		}
 		p, took, err := timed(func() (*Plan, error) { return Solve(app, Default()) })
 		record(SystemOurs, p, took, err)
 		p, took, err = timed(func() (*Plan, error) { return Solve(app, HeuristicsOnly()) })
@@ -296,12 +292,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(r.Notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range r.Notes {
-			fmt.Fprintf(w, "  - %s\n", n)
-		}
-	}
+	textout.WriteNotes(w, r.Notes)
 	return nil
 }
 
