@@ -5,8 +5,11 @@ PKGS    := ./...
 
 .PHONY: build test lint bench demo experiments fuzz clean
 
+# The production binary and the bench harness, side by side: symphony runs
+# its bench commands (sim, demo, bench) through symphony-bench.
 build:
 	$(GO) build -o $(BIN) ./cmd/symphony
+	$(GO) build -o bin/symphony-bench ./cmd/symphony-bench
 
 # The README's test command: every package, with the race detector.
 test:

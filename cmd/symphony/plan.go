@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/partition/lpsolve"
 	"github.com/symphony-serving/symphony/partition/plan"
 )
@@ -39,13 +40,13 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *file == "" {
-		return usageErr("-f APPFILE is required")
+		return cli.UsageErr("-f APPFILE is required")
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if *timeLimit <= 0 {
-		return usageErr("--time-limit must be positive, have %v", *timeLimit)
+		return cli.UsageErr("--time-limit must be positive, have %v", *timeLimit)
 	}
 	af, err := plan.ParseAppFile(*file)
 	if err != nil {
@@ -55,32 +56,32 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	var bl plan.Baseline
 	if *baseline != "" {
 		if bl, err = plan.ParseBaseline(*baseline); err != nil {
-			return usageErr("--baseline: %v", err)
+			return cli.UsageErr("--baseline: %v", err)
 		}
 		for _, name := range []string{"dispatch", "max-configs", "dummy", "split", "heuristics-only"} {
-			if flagSet(fs, name) {
-				return usageErr("--%s and --baseline both set the planner; give one", name)
+			if cli.FlagSet(fs, name) {
+				return cli.UsageErr("--%s and --baseline both set the planner; give one", name)
 			}
 		}
 		o = bl.Options()
 	}
-	if flagSet(fs, "dispatch") {
+	if cli.FlagSet(fs, "dispatch") {
 		if o.Dispatch, err = plan.ParseDispatch(*dispatch); err != nil {
-			return usageErr("--dispatch: %v", err)
+			return cli.UsageErr("--dispatch: %v", err)
 		}
 	}
-	if flagSet(fs, "max-configs") {
+	if cli.FlagSet(fs, "max-configs") {
 		if *maxConfigs < 0 || *maxConfigs > plan.MaxConfigsPerModule {
-			return usageErr("--max-configs %d is outside 0..%d", *maxConfigs, plan.MaxConfigsPerModule)
+			return cli.UsageErr("--max-configs %d is outside 0..%d", *maxConfigs, plan.MaxConfigsPerModule)
 		}
 		o.MaxConfigs = *maxConfigs
 	}
-	if flagSet(fs, "dummy") {
+	if cli.FlagSet(fs, "dummy") {
 		o.Dummy = *dummy
 	}
-	if flagSet(fs, "split") {
+	if cli.FlagSet(fs, "split") {
 		if o.Split, err = plan.ParseSplit(*split); err != nil {
-			return usageErr("--split: %v", err)
+			return cli.UsageErr("--split: %v", err)
 		}
 	}
 	if *heuristicsOnly {
@@ -112,7 +113,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		out.Compare = plan.Compare(ctx, af.App, p, *solver, *timeLimit)
 	}
 	if *workloadOut != "" {
-		if err := writeFile(*workloadOut, func(w io.Writer) error { return plan.WriteWorkload(w, af.App, p) }); err != nil {
+		if err := cli.WriteFile(*workloadOut, func(w io.Writer) error { return plan.WriteWorkload(w, af.App, p) }); err != nil {
 			return fmt.Errorf("--workload-out: %w", err)
 		}
 		out.WorkloadOut = *workloadOut
@@ -145,24 +146,24 @@ func runPlanExperiment(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	cfg := def
 	cfg.Instances, cfg.Seed, cfg.MILP, cfg.Solver, cfg.MILPTimeLimit = *instances, *seed, *milp, *solver, *timeLimit
 	if err := cfg.Validate(); err != nil {
-		return usageErr("%v", err)
+		return cli.UsageErr("%v", err)
 	}
-	log := newLogger(stderr, *quiet)
+	log := cli.NewLogger(stderr, *quiet)
 	log.Info().Int("instances", cfg.Instances).Uint64("seed", cfg.Seed).Bool("milp", cfg.MILP).Msg("planning random applications")
 	every := max(1, cfg.Instances/10)
 	cfg.Progress = func(t plan.Trial, done, total int) {
 		if done%every == 0 || done == total {
 			ev := log.Info()
 			if c, ok := t.Cost[plan.SystemOurs]; ok {
-				ev = ev.Float64("ours", round(c, 4))
+				ev = ev.Float64("ours", cli.Round(c, 4))
 			}
 			if c, ok := t.Cost[plan.SystemBrute]; ok {
-				ev = ev.Float64("brute_force", round(c, 4))
+				ev = ev.Float64("brute_force", cli.Round(c, 4))
 			}
 			ev.Msgf("%d/%d", done, total)
 		}
@@ -173,5 +174,5 @@ func runPlanExperiment(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeExperiment(stdout, rep, *asJSON, *csvPath, "", nil, log)
+	return cli.WriteExperiment(stdout, rep, *asJSON, *csvPath, "", nil, log)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 const (
@@ -127,7 +127,7 @@ func TestPlanTextCompareAndWorkload(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	w, err := workload.ParseFile(out)
+	w, err := serving.ParseFile(out) // the exported workload's serving part: its models and SLOs
 	if err != nil {
 		t.Fatal(err)
 	}

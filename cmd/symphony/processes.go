@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"syscall"
 	"time"
 
@@ -18,73 +17,30 @@ import (
 
 	"github.com/symphony-serving/symphony/backend"
 	backmetrics "github.com/symphony-serving/symphony/backend/metrics"
-	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
-	frontmetrics "github.com/symphony-serving/symphony/frontend/metrics"
+	"github.com/symphony-serving/symphony/frontend/gatewayserver"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/service"
 	schedmetrics "github.com/symphony-serving/symphony/scheduler/service/metrics"
 	"github.com/symphony-serving/symphony/scheduler/service/shutdown"
 	"github.com/symphony-serving/symphony/scheduler/serving"
-	"github.com/symphony-serving/symphony/transport/rdma"
-	"github.com/symphony-serving/symphony/transport/tcp"
 )
 
-// defaultWorkload is the bundled workload of `symphony demo` and the model
-// set of `symphony scheduler` when no file is given.
+// defaultServing is the serving configuration of `symphony scheduler`
+// when no file is given: the bundled demo's models.
 //
-//go:embed default-workload.yaml
-var defaultWorkload []byte
-
-// loadWorkload parses the file, or the bundled default for "".
-func loadWorkload(path string) (*workload.Workload, error) {
-	if path == "" {
-		return workload.Parse(defaultWorkload, "default workload")
-	}
-	return workload.ParseFile(path)
-}
+//go:embed default-serving.yaml
+var defaultServing []byte
 
 // loadServing parses the serving configuration in the file, or the
-// bundled default workload's for "".
+// bundled default for "".
 func loadServing(path string) (*serving.Config, error) {
 	if path == "" {
-		return serving.Parse(defaultWorkload, "default workload")
+		return serving.Parse(defaultServing, "default serving configuration")
 	}
 	return serving.ParseFile(path)
-}
-
-// signalContext is canceled on SIGINT or SIGTERM, so that processes stop
-// cleanly: queued requests end with a shutdown drop, not silently.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// dataPathFlags are --data-path and --rdma-device, of every command that
-// runs a backend or a frontend.
-type dataPathFlags struct {
-	mode   rdma.Mode
-	device *string
-}
-
-func addDataPathFlags(fs *flag.FlagSet) *dataPathFlags {
-	d := &dataPathFlags{}
-	fs.TextVar(&d.mode, "data-path", rdma.ModeAuto, "how backends read inputs from frontends: `auto` (RDMA READs where both sides have an RDMA device and a binary built with -tags rdma, else TCP; logs which), rdma (required: no start without it) or tcp")
-	d.device = fs.String("rdma-device", "", "the RDMA device to use, as ibv_devices lists it (default: the first with an active port)")
-	return d
-}
-
-// config is the data path the flags ask for.
-func (d *dataPathFlags) config() rdma.Config {
-	c := rdma.DefaultConfig()
-	c.Mode, c.Device.Name = d.mode, *d.device
-	return c
-}
-
-func newNetwork(log zerolog.Logger) *tcp.Network {
-	o := tcp.Default()
-	o.Log = log
-	return tcp.New(o)
 }
 
 // runScheduler is `symphony scheduler`: the scheduler service alone,
@@ -103,9 +59,9 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
-	log := processLogger(stderr, *verbose)
+	log := cli.ProcessLogger(stderr, *verbose)
 	cfg, err := loadServing(*file)
 	if err != nil {
 		return err
@@ -116,13 +72,13 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	if *policy != "" {
 		p, err := scheduler.ParsePolicy(*policy)
 		if err != nil {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		cfg.Policy = p
 	}
 	if *maxGPUs != 0 {
 		if *maxGPUs < 1 || *maxGPUs > serving.MaxGPUsLimit {
-			return usageErr("--max-gpus %d out of range [1, %d]", *maxGPUs, serving.MaxGPUsLimit)
+			return cli.UsageErr("--max-gpus %d out of range [1, %d]", *maxGPUs, serving.MaxGPUsLimit)
 		}
 		cfg.Limits.MaxGPUs = *maxGPUs
 	}
@@ -130,7 +86,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		cfg.Limits.DrainTimeout = *drain
 	}
 	sc := service.FromServing(cfg)
-	sc.Addr, sc.Network, sc.Log = *addr, newNetwork(log), log
+	sc.Addr, sc.Network, sc.Log = *addr, cli.NewNetwork(log), log
 	metricsLn, err := listenMetrics(*metricsAddr)
 	if err != nil {
 		return err
@@ -167,7 +123,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
 	gpus := fs.Int("gpus", 1, "emulated GPUs this backend owns")
 	name := fs.String("name", "", "name in logs (default backend-PID)")
-	dp := addDataPathFlags(fs)
+	dp := cli.AddDataPathFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, the longest to wait for the plans held to finish and their results to go out before exiting; a second signal cuts it short")
 	verbose := fs.Bool("v", false, "log more")
@@ -175,16 +131,16 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if *drain <= 0 {
-		return usageErr("--drain must be positive")
+		return cli.UsageErr("--drain must be positive")
 	}
-	log := processLogger(stderr, *verbose)
+	log := cli.ProcessLogger(stderr, *verbose)
 	bc := backend.Default()
-	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, newNetwork(log)
-	bc.DataPath = dp.config()
-	bc.Name = processName(*name, "backend")
+	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, cli.NewNetwork(log)
+	bc.DataPath = dp.Config()
+	bc.Name = cli.ProcessName(*name, "backend")
 	metricsLn, err := listenMetrics(*metricsAddr)
 	if err != nil {
 		return err
@@ -246,7 +202,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	httpAddr := fs.String("http-addr", "127.0.0.1:8000", "address of the KServe v2 HTTP gateway")
 	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
-	dp := addDataPathFlags(fs)
+	dp := cli.AddDataPathFlags(fs)
 	gc := addGatewayFlags(fs)
 	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address")
 	verbose := fs.Bool("v", false, "log more")
@@ -254,32 +210,32 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if err := gc.Validate(); err != nil {
-		return usageErr("gateway flags: %v", err)
+		return cli.UsageErr("gateway flags: %v", err)
 	}
-	log := processLogger(stderr, *verbose)
+	log := cli.ProcessLogger(stderr, *verbose)
 	fc := frontend.Default()
-	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, newNetwork(log)
-	fc.DataPath = dp.config()
-	fc.Name = processName(*name, "frontend")
+	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, cli.NewNetwork(log)
+	fc.DataPath = dp.Config()
+	fc.Name = cli.ProcessName(*name, "frontend")
 	client, err := frontend.New(fc)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	ctx, stop := signalContext()
+	ctx, stop := cli.SignalContext()
 	defer stop()
 	warnFileLimit(gc.MaxConnections, log)
-	srv, addr, err := serveGateway(client, *httpAddr, *gc, *withMetrics, log)
+	srv, addr, err := gatewayserver.Serve(client, *httpAddr, *gc, *withMetrics, log)
 	if err != nil {
 		return err
 	}
 	// Announce the gateway once it can serve: connected to the scheduler.
 	if client.WaitReady(ctx) == nil {
 		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s, data path %v\n", fc.Name, addr, client.DataAddr(), client.DataPath())
-		if err := gc.CheckInference(longestInference(client)); err != nil {
+		if err := gc.CheckInference(gatewayserver.LongestInference(client)); err != nil {
 			log.Warn().Err(err).Msg("--write-timeout is too short for the models served: raise it")
 		}
 	}
@@ -305,16 +261,6 @@ func addGatewayFlags(fs *flag.FlagSet) *gateway.Config {
 	return &c
 }
 
-// longestInference is the longest an inference through client can take:
-// its longest model SLO, by which the frontend ends every request.
-func longestInference(client *frontend.Client) time.Duration {
-	var slo time.Duration
-	for _, m := range client.Models() {
-		slo = max(slo, m.SLO)
-	}
-	return slo
-}
-
 // warnFileLimit warns when the process may not open maxConns connections:
 // past its file limit, accept fails and connections wait in the kernel's
 // backlog instead of being answered 503 at the cap. (Go raises the soft
@@ -326,34 +272,6 @@ func warnFileLimit(maxConns int, log zerolog.Logger) {
 		log.Warn().Uint64("open_files_limit", rl.Cur).Int("max_connections", maxConns).
 			Msg("the open-files limit is under --max-connections plus a reserve: connections past it will wait unanswered; raise the limit (ulimit -n) or lower --max-connections")
 	}
-}
-
-// serveGateway serves the KServe v2 gateway for client on addr with the
-// settings gc (its Log and Observe are set here), behind the gateway's own
-// server timeouts and connection cap, with the frontend's Prometheus
-// metrics at /metrics if withMetrics.
-func serveGateway(client *frontend.Client, addr string, gc gateway.Config, withMetrics bool, log zerolog.Logger) (*http.Server, string, error) {
-	gc.Log = log
-	var m *frontmetrics.Metrics
-	if withMetrics {
-		m = frontmetrics.New(client.Stats())
-		gc.Observe = m.Observe
-	}
-	gw, err := gateway.New(gatewayClient{client}, gc)
-	if err != nil {
-		return nil, "", err
-	}
-	mux := http.NewServeMux()
-	if m != nil {
-		m.Gateway(gw.Stats())
-		mux.Handle("/metrics", m.Handler())
-	}
-	mux.Handle("/", gw)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", fmt.Errorf("gateway: %w", err)
-	}
-	return serve(gw.Listener(ln), gw.Server(mux), log), ln.Addr().String(), nil
 }
 
 // serveOn serves h on ln in the background: the metrics endpoints of the
@@ -391,48 +309,4 @@ func metricsMux(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
 	return mux
-}
-
-// gatewayClient adapts a frontend client to the gateway's Inferer.
-type gatewayClient struct{ c *frontend.Client }
-
-func (g gatewayClient) Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error) {
-	out, _, err := g.InferTimed(ctx, model, input, deadline)
-	return out, err
-}
-
-func (g gatewayClient) InferTimed(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, gateway.Batch, error) {
-	var opts []frontend.CallOption
-	if !deadline.IsZero() {
-		opts = append(opts, frontend.WithDeadline(deadline))
-	}
-	call := g.c.Go(ctx, model, input, opts...)
-	<-call.Done()
-	t := call.Timing
-	return call.Output, gateway.Batch{Size: t.BatchSize, Started: t.Started, Finished: t.Finished}, call.Err
-}
-
-func (g gatewayClient) Model(name string) (gateway.ModelInfo, bool) {
-	m, ok := g.c.Model(name)
-	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.c.Connected()}, ok
-}
-
-func (g gatewayClient) Ready() bool { return g.c.Connected() }
-
-// processName is name, or ROLE-PID when none was given.
-func processName(name, role string) string {
-	if name != "" {
-		return name
-	}
-	return fmt.Sprintf("%s-%d", role, os.Getpid())
-}
-
-// processLogger logs at info level for long-running processes (joins,
-// leaves, failures), debug with -v.
-func processLogger(stderr io.Writer, verbose bool) zerolog.Logger {
-	level := zerolog.InfoLevel
-	if verbose {
-		level = zerolog.DebugLevel
-	}
-	return zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
 }

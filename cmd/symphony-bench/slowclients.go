@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/slowclient"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 )
 
 // runBenchSlowClients is `symphony bench slowclients`: many connections to
@@ -33,11 +34,11 @@ func runBenchSlowClients(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	u, err := url.Parse(*gatewayURL)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return usageErr("--gateway %q: want an http://HOST:PORT URL", *gatewayURL)
+		return cli.UsageErr("--gateway %q: want an http://HOST:PORT URL", *gatewayURL)
 	}
 	o := def
 	o.Addr, o.Conns, o.BodyBytes, o.Interval, o.Wait = u.Host, *conns, *bodyBytes, *interval, *wait
@@ -48,13 +49,13 @@ func runBenchSlowClients(args []string, stdout, stderr io.Writer) error {
 	for m := range strings.SplitSeq(*modes, ",") {
 		o.Mode = slowclient.Mode(strings.TrimSpace(m))
 		if err := o.Validate(); err != nil {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		list = append(list, o.Mode)
 	}
-	ctx, stop := signalContext()
+	ctx, stop := cli.SignalContext()
 	defer stop()
-	log := newLogger(stderr, *asJSON)
+	log := cli.NewLogger(stderr, *asJSON)
 	var results []*slowclient.Result
 	for _, m := range list {
 		o.Mode = m

@@ -9,6 +9,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/loadgen"
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 )
 
 // runSweep is `--sweep` of `symphony demo` and `symphony bench`: the live load
@@ -21,7 +22,7 @@ import (
 // signal, or by a point that could not start, still writes what it
 // measured, then returns the error.
 func (lf *loadFlags) runSweep(ctx context.Context, target loadgen.PointTarget, w *workload.Workload, label string, notes []string, stdout, stderr io.Writer) error {
-	log := newLogger(stderr, *lf.quiet)
+	log := cli.NewLogger(stderr, *lf.quiet)
 	simLog := log.With().Str("run", "simulator").Logger()
 	o := lf.options(w, label, stderr)
 	cmp := &report.SweepComparison{
@@ -70,7 +71,7 @@ func (lf *loadFlags) runSweep(ctx context.Context, target loadgen.PointTarget, w
 	if err != nil {
 		cmp.Stopped = err.Error()
 	}
-	if werr := writeExperiment(stdout, cmp, *lf.asJSON, *lf.csvPath, *lf.plotDir, cmp.WritePlots, log); werr != nil {
+	if werr := cli.WriteExperiment(stdout, cmp, *lf.asJSON, *lf.csvPath, *lf.plotDir, cmp.WritePlots, log); werr != nil {
 		return errors.Join(err, werr)
 	}
 	return err

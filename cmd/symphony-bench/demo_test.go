@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/bench/workload"
-	"github.com/symphony-serving/symphony/transport/rdma"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 )
 
 // demoReport is what the tests read of a run's JSON report.
@@ -181,7 +182,7 @@ func TestBenchRunningSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, release, err := startDemoCluster(context.Background(), w, &dataPathFlags{mode: rdma.ModeTCP, device: new(string)}, zerolog.Nop())
+	c, _, release, err := startDemoCluster(context.Background(), w, tcpDataPath(t), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,4 +221,15 @@ func TestBenchRunningSweep(t *testing.T) {
 			t.Errorf("point %d: live ends %+v, simulator's %+v; want the same arrivals, each ending once", i, l.Outcomes.demoEnds, s.Outcomes.demoEnds)
 		}
 	}
+}
+
+// tcpDataPath is --data-path tcp.
+func tcpDataPath(t *testing.T) *cli.DataPathFlags {
+	t.Helper()
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	dp := cli.AddDataPathFlags(fs)
+	if err := fs.Parse([]string{"--data-path", "tcp"}); err != nil {
+		t.Fatal(err)
+	}
+	return dp
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,16 +15,18 @@ import (
 	"github.com/symphony-serving/symphony/bench/loadgen"
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/frontend/gateway/kserveclient"
+	"github.com/symphony-serving/symphony/frontend/gatewayserver"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // processLog is the log of the cluster's processes: silent unless -v.
 func (lf *loadFlags) processLog(stderr io.Writer) zerolog.Logger {
 	if *lf.verbose {
-		return processLogger(stderr, false)
+		return cli.ProcessLogger(stderr, false)
 	}
 	return zerolog.Nop()
 }
@@ -77,13 +80,13 @@ func addLoadFlags(fs *flag.FlagSet, fileHelp string) *loadFlags {
 
 func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	if fs.NArg() > 0 {
-		return nil, usageErr("unexpected arguments %q", fs.Args())
+		return nil, cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if *lf.inputBytes < -1 || *lf.inputBytes > maxInputBytes {
-		return nil, usageErr("--input-bytes must be between 0 and %d", maxInputBytes)
+		return nil, cli.UsageErr("--input-bytes must be between 0 and %d", maxInputBytes)
 	}
 	if *lf.duration < 0 {
-		return nil, usageErr("--duration must not be negative")
+		return nil, cli.UsageErr("--duration must not be negative")
 	}
 	var err error
 	if lf.multipliers, err = parseMultipliers("--sweep", *lf.sweep); err != nil {
@@ -102,7 +105,7 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 			m := &w.Models[i]
 			m.InputBytes = int64(*lf.inputBytes)
 			if least := m.LeastLatency(live); m.SLO <= least {
-				return nil, usageErr("--input-bytes %d: %s's SLO of %v is no longer than a batch of one takes with an input that size (%v): every request would be dropped", *lf.inputBytes, m.Name, m.SLO, least)
+				return nil, cli.UsageErr("--input-bytes %d: %s's SLO of %v is no longer than a batch of one takes with an input that size (%v): every request would be dropped", *lf.inputBytes, m.Name, m.SLO, least)
 			}
 		}
 	}
@@ -173,7 +176,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	lf := addLoadFlags(fs, "workload file (default: the bundled demo workload: six 1080Ti-zoo models on 8 emulated GPUs)")
 	httpAddr := fs.String("http-addr", "", "also serve the KServe v2 HTTP gateway on `ADDR` (e.g. 127.0.0.1:8000)")
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork (the simulator's curve of --sweep runs it too)")
-	dp := addDataPathFlags(fs)
+	dp := cli.AddDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -187,10 +190,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *httpAddr != "" && lf.multipliers != nil {
-		return usageErr("--http-addr and --sweep exclude each other: a sweep starts a fresh cluster for each point")
+		return cli.UsageErr("--http-addr and --sweep exclude each other: a sweep starts a fresh cluster for each point")
 	}
 	log := lf.processLog(stderr)
-	ctx, stop := signalContext()
+	ctx, stop := cli.SignalContext()
 	defer stop()
 	announce := !*lf.quiet
 	// With a fault scenario, load goes through the cluster's Target,
@@ -246,7 +249,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	client := c.Frontends[0]
 	if *httpAddr != "" {
-		srv, addr, err := serveGateway(client, *httpAddr, gateway.Default(), true, log)
+		srv, addr, err := gatewayserver.Serve(client, *httpAddr, gateway.Default(), true, log)
 		if err != nil {
 			return err
 		}
@@ -261,15 +264,15 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 // startDemoCluster starts the cluster of `symphony demo` for w on loopback
 // TCP, within 30 seconds, and returns it, its configuration and the
 // function that stops it.
-func startDemoCluster(ctx context.Context, w *workload.Workload, dp *dataPathFlags, log zerolog.Logger) (*cluster.Cluster, cluster.Config, func(), error) {
-	network := newNetwork(log)
+func startDemoCluster(ctx context.Context, w *workload.Workload, dp *cli.DataPathFlags, log zerolog.Logger) (*cluster.Cluster, cluster.Config, func(), error) {
+	network := cli.NewNetwork(log)
 	cc, err := cluster.FromWorkload(w, network, "127.0.0.1:0")
 	if err != nil {
 		network.Close()
 		return nil, cc, nil, err
 	}
 	cc.Log = log
-	cc.DataPath, cc.RDMADevice = dp.mode, *dp.device
+	cc.DataPath, cc.RDMADevice = dp.Mode(), dp.Device()
 	cc.Faults = len(w.Faults) > 0
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := cluster.Start(sctx, cc)
@@ -296,30 +299,30 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	lf := addLoadFlags(fs, "workload file (required)")
 	sched := fs.String("scheduler", "", "the running scheduler's address (an embedded frontend connects to it)")
 	gatewayURL := fs.String("gateway", "", "instead of --scheduler, send requests to a frontend's KServe v2 gateway at `URL`")
-	dp := addDataPathFlags(fs)
+	dp := cli.AddDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *lf.file == "" {
-		return usageErr("-f WORKLOAD is required")
+		return cli.UsageErr("-f WORKLOAD is required")
 	}
 	if (*sched == "") == (*gatewayURL == "") {
-		return usageErr("give exactly one of --scheduler ADDR and --gateway URL")
+		return cli.UsageErr("give exactly one of --scheduler ADDR and --gateway URL")
 	}
 	w, err := lf.workload(fs)
 	if err != nil {
 		return err
 	}
 	if len(w.Faults) > 0 {
-		return usageErr("%s has a fault scenario (faults:), which bench cannot play against a cluster it did not start: play it with symphony demo -f, or symphony sim -f", w.Source)
+		return cli.UsageErr("%s has a fault scenario (faults:), which bench cannot play against a cluster it did not start: play it with symphony demo -f, or symphony sim -f", w.Source)
 	}
 	log := lf.processLog(stderr)
-	ctx, stop := signalContext()
+	ctx, stop := cli.SignalContext()
 	defer stop()
 	if *gatewayURL != "" {
 		c, err := kserveclient.New(*gatewayURL, nil)
 		if err != nil {
-			return usageErr("--gateway %q: want an http:// URL", *gatewayURL)
+			return cli.UsageErr("--gateway %q: want an http:// URL", *gatewayURL)
 		}
 		t, err := loadgen.NewGatewayTarget(ctx, c, w)
 		if err != nil {
@@ -328,8 +331,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 		return lf.benchRunning(ctx, t, w, "gateway", stdout, stderr)
 	}
 	fc := frontend.Default()
-	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", newNetwork(log), log
-	fc.DataPath = dp.config()
+	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", cli.NewNetwork(log), log
+	fc.DataPath = dp.Config()
 	client, err := frontend.New(fc)
 	if err != nil {
 		return err
@@ -368,4 +371,17 @@ func (lf *loadFlags) benchRunning(ctx context.Context, t loadgen.Target, w *work
 	note := fmt.Sprintf("the live curve ran the running cluster's own policy (bench is not told which); the simulator's ran the file's, %s", w.Policy)
 	same := func(context.Context) (loadgen.Target, func(), error) { return t, func() {}, nil }
 	return lf.runSweep(ctx, same, w, "the cluster's policy ("+via+")", []string{note}, stdout, stderr)
+}
+
+// defaultWorkload is the bundled workload of `symphony demo`.
+//
+//go:embed default-workload.yaml
+var defaultWorkload []byte
+
+// loadWorkload parses the file, or the bundled default for "".
+func loadWorkload(path string) (*workload.Workload, error) {
+	if path == "" {
+		return workload.Parse(defaultWorkload, "default workload")
+	}
+	return workload.ParseFile(path)
 }

@@ -24,7 +24,7 @@ import (
 // of the bundled 1080Ti zoo at a light load on 4 emulated GPUs. The network
 // delays the scheduler budgets for are those of loopback TCP between five
 // processes on a shared CI machine, not of a datacenter network: with the
-// defaults raised to the live floor (service.LiveDelayFloor), 0-3.5% of the
+// defaults raised to the live floor (serving.DefaultLiveFloor), 0-3.5% of the
 // requests were late there beside other jobs; with these, under 0.5%.
 const walkthroughWorkload = `seed: 7
 duration: 2s
@@ -300,18 +300,21 @@ func checkWalkthroughReport(t *testing.T, out []byte, models ...string) (badRate
 	return rep.BadRate, slow
 }
 
-// buildSymphony builds this command into dir.
+// buildSymphony builds the production binary and this harness into dir,
+// side by side as make build leaves them, and returns the production
+// binary: its bench commands run the harness beside it.
 func buildSymphony(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "symphony")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// go test puts its own GOROOT/bin first on PATH.
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	for _, b := range []struct{ name, pkg string }{{"symphony", "../symphony"}, {"symphony-bench", "."}} {
+		// go test puts its own GOROOT/bin first on PATH.
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
 	}
-	return bin
+	return filepath.Join(dir, "symphony")
 }
 
 // proc is one long-running symphony process: its stdout lines arrive on

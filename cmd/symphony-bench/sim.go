@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/sim"
 	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/scheduler"
 )
 
@@ -43,37 +43,37 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *file == "" {
-		return usageErr("-f WORKLOAD is required")
+		return cli.UsageErr("-f WORKLOAD is required")
 	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
-	log := newLogger(stderr, *quiet)
+	log := cli.NewLogger(stderr, *quiet)
 	w, err := workload.ParseFile(*file)
 	if err != nil {
 		return err
 	}
-	if flagSet(fs, "seed") {
+	if cli.FlagSet(fs, "seed") {
 		w.Seed = *seed
 	}
 	if *drop != "" {
 		d, err := scheduler.ParseDropPolicy(*drop)
 		if err != nil {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		w.Drop = d
 	}
 	if *schedulable != "" {
 		c, err := scheduler.ParseSchedulable(*schedulable)
 		if err != nil {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		w.Schedulable = c
 	}
 	policies := []scheduler.Policy{w.Policy}
 	switch {
 	case *compare && *policy != "":
-		return usageErr("--compare and --policy exclude each other")
+		return cli.UsageErr("--compare and --policy exclude each other")
 	case *compare && len(w.Faults) > 0:
 		// The nexus baseline has no live cluster whose processes a
 		// fault could hit.
@@ -127,9 +127,9 @@ func parsePolicyFlag(s string, live bool) (scheduler.Policy, error) {
 	p, err := scheduler.ParsePolicy(s)
 	switch {
 	case err != nil:
-		return p, usageErr("%v", err)
+		return p, cli.UsageErr("%v", err)
 	case live && p == scheduler.PolicyNexus:
-		return p, usageErr("--policy %s: the nexus policy exists only in the simulator (symphony sim)", s)
+		return p, cli.UsageErr("--policy %s: the nexus policy exists only in the simulator (symphony sim)", s)
 	}
 	return p, nil
 }
@@ -144,7 +144,7 @@ func parseMultipliers(flag, list string) ([]float64, error) {
 	for _, f := range strings.Split(list, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || !(v > 0) || math.IsInf(v, 1) {
-			return nil, usageErr("%s: %q is not a positive finite number", flag, f)
+			return nil, cli.UsageErr("%s: %q is not a positive finite number", flag, f)
 		}
 		out = append(out, v)
 	}
@@ -165,18 +165,10 @@ func simulate(w *workload.Workload, findGoodput bool, log zerolog.Logger) (*repo
 		return sim.Run(w, opts)
 	}
 	return sim.FindGoodput(w, sim.GoodputOptions{Options: opts, Step: func(s report.SearchStep) {
-		log.Info().Str("policy", w.Policy.String()).Float64("multiplier", round(s.Multiplier, 4)).
-			Float64("offered_rps", round(s.OfferedRPS, 0)).Float64("goodput_rps", round(s.GoodputRPS, 0)).
-			Float64("worst_bad_rate", round(s.WorstBadRate, 4)).Bool("ok", s.OK).Msg("goodput search")
+		log.Info().Str("policy", w.Policy.String()).Float64("multiplier", cli.Round(s.Multiplier, 4)).
+			Float64("offered_rps", cli.Round(s.OfferedRPS, 0)).Float64("goodput_rps", cli.Round(s.GoodputRPS, 0)).
+			Float64("worst_bad_rate", cli.Round(s.WorstBadRate, 4)).Bool("ok", s.OK).Msg("goodput search")
 	}})
-}
-
-func round(v float64, digits int) float64 {
-	p := 1.0
-	for i := 0; i < digits; i++ {
-		p *= 10
-	}
-	return float64(int64(v*p+0.5)) / p
 }
 
 // simSweep runs the workload in the simulator at each multiplier of scale
@@ -187,9 +179,9 @@ func round(v float64, digits int) float64 {
 func simSweep(w *workload.Workload, scale, peak float64, multipliers []float64, outcomes bool, log zerolog.Logger) (report.Curve, error) {
 	c := report.Curve{Policy: w.Policy.String(), PeakGoodputRPS: peak}
 	err := c.Sweep(multipliers, report.SweepOptions{Outcomes: outcomes, Point: func(pt report.CurvePoint) {
-		log.Info().Str("policy", c.Policy).Float64("multiplier", pt.Multiplier).Float64("offered_rps", round(pt.OfferedRPS, 0)).
-			Float64("goodput_rps", round(pt.GoodputRPS, 0)).Float64("bad_rate", round(pt.BadRate, 4)).
-			Float64("gpu_idle", round(pt.GPUIdleFraction, 4)).Msg("sweep")
+		log.Info().Str("policy", c.Policy).Float64("multiplier", pt.Multiplier).Float64("offered_rps", cli.Round(pt.OfferedRPS, 0)).
+			Float64("goodput_rps", cli.Round(pt.GoodputRPS, 0)).Float64("bad_rate", cli.Round(pt.BadRate, 4)).
+			Float64("gpu_idle", cli.Round(pt.GPUIdleFraction, 4)).Msg("sweep")
 	}}, func(m float64) (*report.Report, error) {
 		return sim.Run(w.Scaled(scale*m), sim.Options{})
 	})
@@ -251,7 +243,7 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []report.
 		}
 	}
 	if csvPath != "" {
-		if err := writeFile(csvPath, func(f io.Writer) error {
+		if err := cli.WriteFile(csvPath, func(f io.Writer) error {
 			if single {
 				return report.WriteCSV(f, &reports[0])
 			}
@@ -280,53 +272,4 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []report.
 		}
 	}
 	return nil
-}
-
-// experimentReport is what the experiment commands (partition experiment,
-// plan experiment, sim lookahead, the live sweeps) print and save.
-type experimentReport interface {
-	WriteText(io.Writer) error
-	WriteJSON(io.Writer) error
-	WriteCSV(io.Writer) error
-}
-
-// writeExperiment saves rep as CSV at csvPath and its charts into plotDir
-// (each if asked; plot nil: the report has none), then prints it on stdout
-// as JSON or text.
-func writeExperiment(stdout io.Writer, rep experimentReport, asJSON bool, csvPath, plotDir string,
-	plot func(dir string) ([]string, error), log zerolog.Logger) error {
-	if csvPath != "" {
-		if err := writeFile(csvPath, rep.WriteCSV); err != nil {
-			return err
-		}
-	}
-	if plotDir != "" && plot != nil {
-		paths, err := plot(plotDir)
-		if err != nil {
-			return err
-		}
-		log.Info().Strs("files", paths).Msg("charts written")
-	}
-	if asJSON {
-		return rep.WriteJSON(stdout)
-	}
-	return rep.WriteText(stdout)
-}
-
-// writeFile writes an output file (--csv and the like) through write,
-// creating its folder first, so that a long run never ends in "no such file
-// or directory" after the work is done.
-func writeFile(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

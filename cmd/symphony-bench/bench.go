@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/schedbench"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/scheduler"
 )
 
@@ -21,7 +22,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runBenchSlowClients(args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && args[0] != "scheduler" && !strings.HasPrefix(args[0], "-") {
-		return usageErr("unknown bench subcommand %q: want \"symphony bench scheduler\", \"symphony bench slowclients\" or \"symphony bench -f WORKLOAD --scheduler ADDR\"", args[0])
+		return cli.UsageErr("unknown bench subcommand %q: want \"symphony bench scheduler\", \"symphony bench slowclients\" or \"symphony bench -f WORKLOAD --scheduler ADDR\"", args[0])
 	}
 	if len(args) == 0 || args[0] != "scheduler" {
 		return runBenchLoad(args, stdout, stderr)
@@ -46,12 +47,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	p, err := scheduler.ParsePolicy(*policy)
 	if err != nil || p == scheduler.PolicyNexus {
-		return usageErr("--policy: %q is not a policy of the centralized scheduler", *policy)
+		return cli.UsageErr("--policy: %q is not a policy of the centralized scheduler", *policy)
 	}
 	if *threads < 0 {
-		return usageErr("--threads must be 0 (run 1 and 2) or positive")
+		return cli.UsageErr("--threads must be 0 (run 1 and 2) or positive")
 	}
-	log := newLogger(stderr, *quiet)
+	log := cli.NewLogger(stderr, *quiet)
 	threadList := []int{*threads}
 	if *threads == 0 {
 		threadList = []int{1, 2}
@@ -61,15 +62,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		o := schedbench.Options{Models: *models, GPUs: *gpus, Threads: t, Rate: *rate, Warmup: *warmup,
 			Duration: *duration, Alpha: *alpha, Beta: *beta, SLO: *slo, Policy: p}
 		if err := o.Validate(); err != nil {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		log.Info().Int("threads", t).Float64("rate", *rate).Str("duration", duration.String()).Msg("running")
 		r, err := schedbench.Run(o)
 		if err != nil {
 			return err
 		}
-		log.Info().Int("threads", t).Float64("requests_per_second", round(r.RequestsPerSecond, 0)).
-			Float64("bad_rate", round(r.BadRate, 5)).Float64("rank_utilization", round(r.RankUtilization, 3)).Msg("done")
+		log.Info().Int("threads", t).Float64("requests_per_second", cli.Round(r.RequestsPerSecond, 0)).
+			Float64("bad_rate", cli.Round(r.BadRate, 5)).Float64("rank_utilization", cli.Round(r.RankUtilization, 3)).Msg("done")
 		results = append(results, r)
 	}
 	best := results[0]

@@ -9,6 +9,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/lookahead"
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
 )
 
 // runSimLookahead is `symphony sim lookahead`: the rules against a
@@ -31,11 +32,11 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case *file == "":
-		return usageErr("-f WORKLOAD is required")
+		return cli.UsageErr("-f WORKLOAD is required")
 	case fs.NArg() > 0:
-		return usageErr("unexpected arguments %q", fs.Args())
+		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	case *horizon <= 0 || *maxPrune < 1 || *maxShrink < 1:
-		return usageErr("--horizon, --max-prune and --max-shrink must be positive")
+		return cli.UsageErr("--horizon, --max-prune and --max-shrink must be positive")
 	}
 	cfg := lookahead.StudyConfig{Options: lookahead.Options{Horizon: *horizon, MaxPrune: *maxPrune, MaxShrink: *maxShrink}}
 	var err error
@@ -46,10 +47,10 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if flagSet(fs, "seed") {
+	if cli.FlagSet(fs, "seed") {
 		w.Seed = *seed
 	}
-	log := newLogger(stderr, *quiet)
+	log := cli.NewLogger(stderr, *quiet)
 	if w.Models[0].SLO > *horizon {
 		log.Warn().Str("slo", w.Models[0].SLO.String()).Str("horizon", horizon.String()).Msg("the horizon is shorter than the SLO: most trials will tie and the clairvoyant scheduler fall back on the rules; raise --horizon")
 	}
@@ -66,15 +67,15 @@ func runSimLookahead(args []string, stdout, stderr io.Writer) error {
 		log.Info().Msgf("clairvoyant replay %.0f%%", 100*done)
 	}
 	cfg.Step = func(s lookahead.Step) {
-		log.Info().Str("scheduler", string(s.Scheduler)).Float64("multiplier", round(s.Multiplier, 4)).
-			Float64("offered_rps", round(s.OfferedRPS, 1)).Float64("bad_rate", round(s.BadRate, 4)).
+		log.Info().Str("scheduler", string(s.Scheduler)).Float64("multiplier", cli.Round(s.Multiplier, 4)).
+			Float64("offered_rps", cli.Round(s.OfferedRPS, 1)).Float64("bad_rate", cli.Round(s.BadRate, 4)).
 			Int("overrides", s.Overrides.Total()).Bool("ok", s.OK).Msg("replayed")
 	}
 	rep, err := lookahead.Study(w, cfg)
 	if err != nil {
 		return err
 	}
-	return writeExperiment(stdout, rep, *asJSON, *csvPath, *plotDir, func(dir string) ([]string, error) {
+	return cli.WriteExperiment(stdout, rep, *asJSON, *csvPath, *plotDir, func(dir string) ([]string, error) {
 		return report.WriteCurvePlot(dir, "lookahead-bad-rate", "offered load (req/s)", "bad rate (%)", rep.BadRateCurves())
 	}, log)
 }

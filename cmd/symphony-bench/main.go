@@ -1,0 +1,89 @@
+// Command symphony-bench is Symphony's bench harness: the discrete-event
+// simulator (sim), a whole cluster in one process under the load
+// generator (demo), the load generator against a running cluster (bench)
+// and the experiments. It drives the production packages; the production
+// binary, symphony, links none of this and runs these commands through
+// this binary.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/symphony-serving/symphony/cmd/internal/cli"
+)
+
+const usage = `symphony-bench: Symphony's bench harness: the simulator, the load generator and
+the experiments, driving the production code (symphony runs these commands
+through this binary too, so 'symphony sim' is 'symphony-bench sim').
+
+Usage:
+  symphony-bench sim -f WORKLOAD [--json] [--csv FILE] [--find-goodput] [--plot DIR]
+               [--policy P | --compare] [--sweep LIST] [--seed N]
+               [--schedulable sched-at|beta-lambda] [--drop timeout|window]
+      Run the scheduler in the discrete-event simulator on a workload file.
+  symphony-bench sim lookahead -f WORKLOAD [--multipliers LIST] [--horizon D] [--json]
+               [--csv FILE] [--plot DIR] [--max-prune N] [--max-shrink N] [--seed N]
+      Replay one model's arrivals under the scheduler's rules and under a
+      clairvoyant scheduler that knows every future arrival: how much of the
+      bad rate a better rule could remove.
+  symphony-bench bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
+      Measure the real-time scheduler alone, in-process (paper Figure 11, left).
+  symphony-bench demo [-f WORKLOAD] [--duration D] [--http-addr ADDR] [--json] [--find-goodput]
+               [--policy P] [--sweep LIST] [--csv FILE] [--plot DIR]
+      A whole cluster in one process on loopback TCP (scheduler, backends with
+      emulated GPUs, a frontend), driven by the load generator. --sweep runs
+      the load at each multiplier, a fresh cluster per point, beside the
+      simulator's curve for the same file.
+  symphony-bench bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
+               [--sweep LIST] [--csv FILE] [--plot DIR]
+      The same load and report against a running cluster.
+  symphony-bench bench slowclients --gateway URL [--pid PID] [--conns N] [--modes LIST] [--json]
+      Open many slow connections to a running KServe gateway (bodies announced
+      and never sent, slowloris headers, idle keep-alives): how soon it closes
+      them, and its RSS meanwhile.
+  symphony-bench partition experiment [--models N] [--parts N] [--instances N]
+               [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
+      Compare the partitioning engines on random instances (Appendix A.2).
+
+Run 'symphony-bench COMMAND -h' for a command's flags. Workload files are
+described in docs/workload-format.md; examples live in testdata/workloads/
+and testdata/faults/.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var err error
+	switch {
+	case args[0] == "sim":
+		err = runSim(args[1:], stdout, stderr)
+	case args[0] == "bench":
+		err = runBench(args[1:], stdout, stderr)
+	case args[0] == "demo":
+		err = runDemo(args[1:], stdout, stderr)
+	case args[0] == "partition" && len(args) > 1 && args[1] == "experiment":
+		return cli.ExitStatus("symphony-bench", "partition experiment", runPartitionExperiment(args[2:], stdout, stderr), stderr)
+	default:
+		fmt.Fprintf(stderr, "symphony-bench: unknown command %q (the processes and planners are symphony's)\n\n%s", args[0], usage)
+		return 2
+	}
+	return cli.ExitStatus("symphony-bench", args[0], err, stderr)
+}
+
+// parseFlags parses a command's flags (cli.ParseFlags) with this
+// program's usage text.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	return cli.ParseFlags(fs, args, "symphony-bench", usage)
+}

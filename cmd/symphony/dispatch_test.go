@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/symphony-serving/symphony/scheduler/serving"
+)
+
+// The harness's commands, and only they, go to symphony-bench.
+func TestBenchCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"sim", "-f", "x"}, true},
+		{[]string{"demo"}, true},
+		{[]string{"bench", "slowclients"}, true},
+		{[]string{"partition", "experiment"}, true},
+		{[]string{"partition", "-f", "m.yaml"}, false},
+		{[]string{"plan", "experiment"}, false},
+		{[]string{"scheduler"}, false},
+		{nil, false},
+	} {
+		if got := benchCommand(tc.args); got != tc.want {
+			t.Errorf("benchCommand(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
+// With no symphony-bench beside it or on PATH, a bench command says how to
+// build it and exits 2.
+func TestExecBenchMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if _, err := os.Stat("symphony-bench"); err == nil {
+		t.Skip("a symphony-bench sits beside the test binary")
+	}
+	var stderr strings.Builder
+	if code := execBench([]string{"demo"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "make build") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// The scheduler's default configuration is the one documented in
+// testdata/serving/demo.yaml.
+func TestDefaultServingIsTheDocumentedOne(t *testing.T) {
+	def, err := loadServing("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := serving.ParseFile("../../testdata/serving/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(def.Models, doc.Models) || def.Settings != doc.Settings {
+		t.Fatalf("the embedded default differs from testdata/serving/demo.yaml")
+	}
+}
