@@ -43,7 +43,7 @@ experiments: build
 	$(BIN) sim -f testdata/workloads/flat-top.yaml --find-goodput --sweep 0.25,0.5,0.75,1,1.25,1.5,2 --plot out/flat-top
 	$(BIN) sim -f testdata/workloads/large-cluster-daily.yaml --plot out/large-cluster-daily
 	$(BIN) partition experiment --csv out/partition/experiment.csv --plot out/partition
-	$(BIN) plan experiment --instances 500 --seed 1 --csv out/plan/experiment.csv
+	$(BIN) provision experiment --instances 500 --seed 1 --csv out/provision/experiment.csv
 
 # A short fuzzing pass over every decoder of external bytes.
 fuzz:
@@ -56,7 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCBC$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/lpsolve/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseGLPK$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/lpsolve/
 	$(GO) test -run '^$$' -fuzz '^FuzzSolutionAssignment$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseApp$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/plan/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseApp$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/provision/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelFile$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/strictyaml/
 

@@ -7,23 +7,23 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/workload"
-	"github.com/symphony-serving/symphony/partition/plan"
+	"github.com/symphony-serving/symphony/partition/provision"
 )
 
 // TestWriteWorkload: the exported workload parses with the workload
 // parser, serves every GPU module as a model whose SLO is its budget and
-// whose rate is its rate, and rents the plan's machines.
+// whose rate is its rate, and rents the provision's machines.
 func TestWriteWorkload(t *testing.T) {
-	af, err := plan.ParseAppFile("../../testdata/apps/traffic.yaml")
+	af, err := provision.ParseAppFile("../../testdata/apps/traffic.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Solve(af.App, af.Options)
+	p, err := provision.Solve(af.App, af.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := plan.WriteWorkload(&buf, af.App, p); err != nil {
+	if err := provision.WriteWorkload(&buf, af.App, p); err != nil {
 		t.Fatal(err)
 	}
 	w, err := workload.Parse(buf.Bytes(), "exported.yaml")
@@ -39,7 +39,7 @@ func TestWriteWorkload(t *testing.T) {
 	}
 	gpuMachines := map[string]float64{}
 	for i, mp := range p.Modules {
-		if af.App.Modules[i].Kind == plan.CPU {
+		if af.App.Modules[i].Kind == provision.CPU {
 			if _, ok := got[mp.Name]; ok {
 				t.Errorf("CPU module %s exported as a model", mp.Name)
 			}
@@ -73,34 +73,34 @@ func TestWriteWorkload(t *testing.T) {
 }
 
 func TestWriteWorkloadRefusesInvalid(t *testing.T) {
-	af, err := plan.ParseAppFile("../../testdata/apps/harpagon-m3.yaml")
+	af, err := provision.ParseAppFile("../../testdata/apps/harpagon-m3.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Solve(af.App, af.Options)
+	p, err := provision.Solve(af.App, af.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Modules[0].Budget /= 10 // no longer met
 	var buf bytes.Buffer
-	if err := plan.WriteWorkload(&buf, af.App, p); err == nil || buf.Len() != 0 {
-		t.Fatalf("exported an invalid plan: %v\n%s", err, buf.String())
+	if err := provision.WriteWorkload(&buf, af.App, p); err == nil || buf.Len() != 0 {
+		t.Fatalf("exported an invalid provision: %v\n%s", err, buf.String())
 	}
 }
 
-// TestWriteWorkloadTooManyMachines: a plan with more machines than a
+// TestWriteWorkloadTooManyMachines: a provision with more machines than a
 // workload file's cluster may hold used to be written anyway, as a file
 // that the workload parser refuses.
 func TestWriteWorkloadTooManyMachines(t *testing.T) {
-	app := &plan.App{SLO: 10 * time.Second, Hardware: []plan.Hardware{{Name: "g", PricePerHour: 1}},
-		Modules: []plan.Module{{Name: "a", Ingress: 3e7, Profiles: []plan.Profile{{Hardware: "g",
-			Points: []plan.Point{{Batch: 1, Concurrency: 1, Latency: 100 * time.Millisecond}, {Batch: 8, Concurrency: 1, Latency: 300 * time.Millisecond}}}}}}}
-	p, err := plan.Solve(app, plan.Default())
+	app := &provision.App{SLO: 10 * time.Second, Hardware: []provision.Hardware{{Name: "g", PricePerHour: 1}},
+		Modules: []provision.Module{{Name: "a", Ingress: 3e7, Profiles: []provision.Profile{{Hardware: "g",
+			Points: []provision.Point{{Batch: 1, Concurrency: 1, Latency: 100 * time.Millisecond}, {Batch: 8, Concurrency: 1, Latency: 300 * time.Millisecond}}}}}}}
+	p, err := provision.Solve(app, provision.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	err = plan.WriteWorkload(&buf, app, p)
+	err = provision.WriteWorkload(&buf, app, p)
 	if err == nil {
 		if _, perr := workload.Parse(buf.Bytes(), "exported.yaml"); perr != nil {
 			t.Fatalf("exported a workload that does not parse: %v", perr)

@@ -58,3 +58,11 @@ func TestDefaultServingIsTheDocumentedOne(t *testing.T) {
 		t.Fatalf("the embedded default differs from testdata/serving/demo.yaml")
 	}
 }
+
+// The command's old name still runs it, saying so.
+func TestPlanIsProvision(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "plan", "-f", trafficApp, "--json")
+	if code != 0 || !strings.Contains(stderr, "symphony plan is now symphony provision") || !strings.Contains(stdout, `"cost_per_hour"`) {
+		t.Fatalf("exit %d, stderr %q, stdout %.200q", code, stderr, stdout)
+	}
+}

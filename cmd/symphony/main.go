@@ -1,6 +1,6 @@
 // Command symphony is Symphony's production binary: the processes of a
 // deployment (scheduler, backend, frontend) and the planning tools
-// (partition, plan). It links no package of the bench harness; the
+// (partition, provision). It links no package of the bench harness; the
 // harness's commands (sim, demo, bench, partition experiment) are in
 // symphony-bench, which this binary runs for them, as git runs git-foo.
 package main
@@ -29,12 +29,12 @@ Usage:
   symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]
                [--time-limit D] [--solver cbc|glpsol|PATH] [--seed N]
       Split models into parts with balanced rate and memory (paper Appendix A).
-  symphony plan -f APPFILE [--json] [--dispatch D] [--max-configs N] [--dummy]
+  symphony provision -f APPFILE [--json] [--dispatch D] [--max-configs N] [--dummy]
                [--split S] [--baseline nexus|scrooge|inferline|clipper]
                [--heuristics-only] [--workload-out FILE] [--compare]
-      Plan the cheapest configurations and latency budgets of a multi-model
-      application (Harpagon, Piccolo, Scrooge).
-  symphony plan experiment [--instances N] [--seed N] [--json] [--csv F]
+      Provision a multi-model application at the least cost: the configurations,
+      machines and latency budget of each module (Harpagon, Piccolo, Scrooge).
+  symphony provision experiment [--instances N] [--seed N] [--json] [--csv F]
       Compare the planner, its baselines, the brute force and Scrooge's MILP
       on random applications (Harpagon §IV-B).
 
@@ -76,8 +76,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runFrontend(args[1:], stdout, stderr)
 	case "partition":
 		err = runPartition(args[1:], stdout, stderr)
+	case "provision":
+		err = runProvision(args[1:], stdout, stderr)
 	case "plan":
-		err = runPlan(args[1:], stdout, stderr)
+		// The command's name before "plan" came to mean only a batch on a
+		// GPU; kept so that scripts keep working.
+		fmt.Fprintln(stderr, "symphony plan is now symphony provision; running that")
+		err = runProvision(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "symphony: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -23,7 +23,7 @@ func TestCommandHelpHasItsSynopsis(t *testing.T) {
 	}{
 		{[]string{"scheduler", "-h"}, "symphony scheduler [-f CONFIG]", "symphony frontend"},
 		{[]string{"partition", "-h"}, "symphony partition -f MODELFILE", "experiment"},
-		{[]string{"plan", "experiment", "-h"}, "symphony plan experiment [--instances N]", "APPFILE"},
+		{[]string{"provision", "experiment", "-h"}, "symphony provision experiment [--instances N]", "APPFILE"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
 		if code != 0 || !strings.HasPrefix(stderr, "Usage:\n  "+tc.want) || !strings.Contains(stderr, "Flags:\n") || strings.Contains(stderr, tc.not) {

@@ -1,7 +1,7 @@
 // Package textout holds what the text reports of package partition and
-// its planner (partition/plan) share: tables without the padding
+// its planner (partition/provision) share: tables without the padding
 // text/tabwriter leaves at line ends, and the notes after them. One
-// implementation keeps `symphony partition` and `symphony plan` printing
+// implementation keeps `symphony partition` and `symphony provision` printing
 // alike.
 package textout
 
