@@ -50,15 +50,15 @@ type Options struct {
 // and cost-direct over the last 3 moves, and latency reassignment.
 func Default() Options {
 	return Options{
-		Dispatch:    BatchAware,
-		Dummy:       true,
-		Split:       Split{Kind: LatencyCost},
-		NodeMerge:   true,
-		CostDirect:  3,
-		Reassign:    true,
-		Search:      64,
-		ModuleNodes: 5000,
-		SplitOverModules:   true,
+		Dispatch:         BatchAware,
+		Dummy:            true,
+		Split:            Split{Kind: LatencyCost},
+		NodeMerge:        true,
+		CostDirect:       3,
+		Reassign:         true,
+		Search:           64,
+		ModuleNodes:      5000,
+		SplitOverModules: true,
 	}
 }
 
