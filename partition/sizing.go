@@ -7,21 +7,8 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
-	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
-
-// ModelDemand is what sizing needs to know of one model: its batch latency
-// profile ℓ(b), its latency SLO and the request rate to serve.
-type ModelDemand struct {
-	Name    string
-	Profile profile.Profile
-	SLO     time.Duration
-	// Rate is λ, requests per second.
-	Rate float64
-	// InputBytes is the size of the model's inputs, whose pulls take
-	// delays.ForInput(InputBytes); 0 for small inputs.
-	InputBytes int64
-}
 
 // Size is the answer of Eqs. 2-3 for one model on GPUs of its own: N GPUs
 // staggered by ℓ(b)/N, each running batches of b.
@@ -50,7 +37,7 @@ func budget(slo time.Duration, d scheduler.Delays, b int) time.Duration {
 // worst request waits ℓ(b)/N for the next staggered GPU, then runs for
 // ℓ(b)) and N·b/ℓ(b) ≥ λ. The delays are taken off the SLO first (pass the
 // zero Delays for the paper's idealized setting). A zero rate needs no GPU.
-func SizeModel(m ModelDemand, delays scheduler.Delays) (Size, error) {
+func SizeModel(m serving.Demand, delays scheduler.Delays) (Size, error) {
 	if !m.Profile.Valid() {
 		return Size{}, fmt.Errorf("partition: model %q has no profile", m.Name)
 	}
@@ -105,7 +92,7 @@ type PartSize struct {
 // so each model runs the largest b with b/λ + ℓ(b) ≤ SLO (for a model alone
 // on N staggered GPUs, b/λ = ℓ(b)/N and this is Eq. 2), and keeps
 // λ·ℓ(b)/b GPUs busy (Eq. 3). The part needs the sum, times 1+headroom.
-func SizePart(models []ModelDemand, delays scheduler.Delays, headroom float64) (PartSize, error) {
+func SizePart(models []serving.Demand, delays scheduler.Delays, headroom float64) (PartSize, error) {
 	if headroom < 0 || math.IsNaN(headroom) || math.IsInf(headroom, 0) {
 		return PartSize{}, fmt.Errorf("partition: headroom must be a non-negative number, have %v", headroom)
 	}

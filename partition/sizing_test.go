@@ -7,9 +7,10 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
-func table4(t *testing.T, name string) ModelDemand {
+func table4(t *testing.T, name string) serving.Demand {
 	t.Helper()
 	specs, err := profile.Zoo("table4")
 	if err != nil {
@@ -17,11 +18,11 @@ func table4(t *testing.T, name string) ModelDemand {
 	}
 	for _, s := range specs {
 		if s.Name == name {
-			return ModelDemand{Name: s.Name, Profile: s.Profile(), SLO: s.SLO}
+			return serving.Demand{Model: serving.Model{Name: s.Name, Profile: s.Profile(), SLO: s.SLO}}
 		}
 	}
 	t.Fatalf("no %s in the table4 zoo", name)
-	return ModelDemand{}
+	return serving.Demand{}
 }
 
 // The paper's Table 4, staggered execution: ResNet50 runs batches of 16 on
@@ -93,20 +94,20 @@ func TestSizeModelEdges(t *testing.T) {
 func TestSizePart(t *testing.T) {
 	r := table4(t, "ResNet50")
 	r.Rate = 5839
-	ps, err := SizePart([]ModelDemand{r}, scheduler.Delays{}, 0)
+	ps, err := SizePart([]serving.Demand{r}, scheduler.Delays{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ps.Batches[0] != 16 || ps.GPUs != 8 {
 		t.Errorf("ResNet50 alone: b=%d N=%d (need %.3f), want 16 and 8", ps.Batches[0], ps.GPUs, ps.Need)
 	}
-	ps, err = SizePart([]ModelDemand{r}, scheduler.Delays{}, 0.25)
+	ps, err = SizePart([]serving.Demand{r}, scheduler.Delays{}, 0.25)
 	if err != nil || ps.GPUs != 10 {
 		t.Errorf("25%% headroom: N=%d (%v), want 10", ps.GPUs, err)
 	}
 	i := table4(t, "InceptionResNetV2")
 	i.Rate = 1083
-	both, err := SizePart([]ModelDemand{r, i}, scheduler.Delays{}, 0)
+	both, err := SizePart([]serving.Demand{r, i}, scheduler.Delays{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +116,11 @@ func TestSizePart(t *testing.T) {
 	}
 	// A slow model waits long for its batch to fill, so it runs small ones.
 	r.Rate = 200
-	slow, err := SizePart([]ModelDemand{r}, scheduler.Delays{}, 0)
+	slow, err := SizePart([]serving.Demand{r}, scheduler.Delays{}, 0)
 	if err != nil || slow.Batches[0] >= 16 || slow.GPUs != 1 {
 		t.Errorf("200 r/s: %+v, %v; want a small batch on one GPU", slow, err)
 	}
-	if _, err := SizePart([]ModelDemand{r}, scheduler.Delays{}, -0.1); err == nil {
+	if _, err := SizePart([]serving.Demand{r}, scheduler.Delays{}, -0.1); err == nil {
 		t.Error("negative headroom accepted")
 	}
 }

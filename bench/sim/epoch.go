@@ -11,6 +11,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/partition"
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // epochJob is the epoch job of §4.7 and §4.4 inside a simulation. Every
@@ -329,13 +330,13 @@ func (j *epochJob) epoch(now scheduler.Time) error {
 	for p := 0; p < parts; p++ {
 		// A model moving out keeps loading its old part until it switches:
 		// the part is sized for it too, and gives those GPUs back then.
-		var staying, all []partition.ModelDemand
+		var staying, all []serving.Demand
 		for m, to := range j.target {
 			if to != p && j.e.partOf[m] != p {
 				continue
 			}
 			md := &j.w.Models[m]
-			d := partition.ModelDemand{Name: md.Name, Profile: md.Profile, SLO: md.SLO, Rate: rates[m], InputBytes: md.InputBytes}
+			d := serving.Demand{Model: md.Serving(), Rate: rates[m]}
 			all = append(all, d)
 			if to == p {
 				staying = append(staying, d)

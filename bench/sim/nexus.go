@@ -4,6 +4,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/nexus"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // nexusEngine runs the Nexus baseline, planned on the workload's mean rates
@@ -17,7 +18,7 @@ func newNexusEngine(w *workload.Workload, acct *accounting) (engine, error) {
 	cfg := nexus.Config{GPUs: w.Cluster.GPUs, Delays: w.Network, Frontends: w.NexusFrontends, Seed: w.Seed}
 	for i := range w.Models {
 		m := &w.Models[i]
-		cfg.Models = append(cfg.Models, nexus.ModelSpec{Profile: m.Profile, SLO: m.SLO, InputBytes: m.InputBytes, Rate: m.MeanRate(w.Warmup, w.Warmup+w.Duration)})
+		cfg.Models = append(cfg.Models, serving.Demand{Model: m.Serving(), Rate: m.MeanRate(w.Warmup, w.Warmup+w.Duration)})
 	}
 	c, err := nexus.New(cfg)
 	if err != nil {

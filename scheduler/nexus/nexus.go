@@ -17,23 +17,12 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/idheap"
-	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
-
-// ModelSpec is what the epoch planner knows of a model.
-type ModelSpec struct {
-	Profile profile.Profile
-	SLO     time.Duration
-	// InputBytes is the size of the model's inputs, whose transfer takes
-	// Config.Delays.ForInput(InputBytes).Dispatch(1).
-	InputBytes int64
-	// Rate is the load measured over the last epoch, requests per second.
-	Rate float64
-}
 
 // Config configures a Nexus cluster.
 type Config struct {
-	Models []ModelSpec
+	Models []serving.Demand
 	GPUs   int
 	Delays scheduler.Delays
 	// Frontends is how many frontends route requests independently; more

@@ -8,6 +8,7 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 const ms = time.Millisecond
@@ -28,7 +29,7 @@ func randomConfig(seed uint64) Config {
 		slo := time.Duration(float64(prof.Latency(1)+cfg.Delays.Dispatch(1)+cfg.Delays.Result) * (2 + 6*rng.Float64()))
 		// Skewed rates, so that some models need several GPUs.
 		share := rng.ExpFloat64()
-		cfg.Models = append(cfg.Models, ModelSpec{Profile: prof, SLO: slo, Rate: share})
+		cfg.Models = append(cfg.Models, serving.Demand{Model: serving.Model{Profile: prof, SLO: slo}, Rate: share})
 	}
 	// Scale the rates to the wanted load of the cluster's capacity at each
 	// model's batch limit.
@@ -115,10 +116,10 @@ func TestAllocate(t *testing.T) {
 func TestAllocateDedicatesHeavyModels(t *testing.T) {
 	heavy := profile.MustLinear(ms, 5*ms, 0)
 	small := profile.MustLinear(ms, 5*ms, 2)
-	cfg := Config{GPUs: 8, Models: []ModelSpec{
-		{Profile: small, SLO: 25 * ms, Rate: 50},
-		{Profile: heavy, SLO: 25 * ms, Rate: 3000},
-		{Profile: small, SLO: 25 * ms, Rate: 50},
+	cfg := Config{GPUs: 8, Models: []serving.Demand{
+		{Model: serving.Model{Profile: small, SLO: 25 * ms}, Rate: 50},
+		{Model: serving.Model{Profile: heavy, SLO: 25 * ms}, Rate: 3000},
+		{Model: serving.Model{Profile: small, SLO: 25 * ms}, Rate: 50},
 	}}
 	a := Allocate(cfg)
 	// Heavy: 2(b + 5) ≤ 25 → b = 7, ℓ(7) = 12ms, 583 req/s per GPU, so
@@ -261,7 +262,7 @@ func TestClusterSafety(t *testing.T) {
 // batches stay within the limit.
 func TestClusterLightLoad(t *testing.T) {
 	p := profile.MustLinear(ms, 5*ms, 0)
-	cfg := Config{GPUs: 2, Models: []ModelSpec{{Profile: p, SLO: 25 * ms, Rate: 200}}}
+	cfg := Config{GPUs: 2, Models: []serving.Demand{{Model: serving.Model{Profile: p, SLO: 25 * ms}, Rate: 200}}}
 	issued, planned := run(t, 9, cfg, time.Second)
 	if issued < 150 || planned != issued {
 		t.Errorf("light load: %d issued, %d planned", issued, planned)
@@ -270,7 +271,7 @@ func TestClusterLightLoad(t *testing.T) {
 
 func TestNewRejectsEmpty(t *testing.T) {
 	p := profile.MustLinear(ms, 5*ms, 0)
-	if _, err := New(Config{GPUs: 0, Models: []ModelSpec{{Profile: p, SLO: 25 * ms, Rate: 1}}}); err == nil {
+	if _, err := New(Config{GPUs: 0, Models: []serving.Demand{{Model: serving.Model{Profile: p, SLO: 25 * ms}, Rate: 1}}}); err == nil {
 		t.Error("New accepted 0 GPUs")
 	}
 	if _, err := New(Config{GPUs: 1}); err == nil {
@@ -282,10 +283,10 @@ func TestNewRejectsEmpty(t *testing.T) {
 // decide placement: the heavy model gets a GPU of its own.
 func TestAllocateOvercommitFollowsLoad(t *testing.T) {
 	prof := profile.MustLinear(time.Millisecond, 5*time.Millisecond, 0)
-	cfg := Config{GPUs: 2, Models: []ModelSpec{
-		{Profile: prof, SLO: 25 * time.Millisecond, Rate: 1000},
-		{Profile: prof, SLO: 25 * time.Millisecond, Rate: 100},
-		{Profile: prof, SLO: 25 * time.Millisecond, Rate: 100},
+	cfg := Config{GPUs: 2, Models: []serving.Demand{
+		{Model: serving.Model{Profile: prof, SLO: 25 * time.Millisecond}, Rate: 1000},
+		{Model: serving.Model{Profile: prof, SLO: 25 * time.Millisecond}, Rate: 100},
+		{Model: serving.Model{Profile: prof, SLO: 25 * time.Millisecond}, Rate: 100},
 	}}
 	a := Allocate(cfg)
 	own := false

@@ -200,3 +200,13 @@ func (s *Settings) Validate() error {
 // MaxGPUsLimit bounds limits.max_gpus: far above any cluster, low enough
 // that per-GPU tables stay small.
 const MaxGPUsLimit = 1 << 20
+
+// Demand is a served model and the request rate it must serve: what the
+// epoch job sizes and partitions by (partition.SizePart) and what the
+// Nexus baseline's epoch planner packs GPUs by, from the rate measured
+// over the last epoch.
+type Demand struct {
+	Model
+	// Rate is λ, requests per second.
+	Rate float64
+}
