@@ -488,10 +488,11 @@ func (m *ModelCore) freshBatch(now, gpuFreeAt Time, r *Request) int {
 
 // pruneKeepFraction: when a GPU is granted, DropWindow keeps the head if its
 // batch is at least this fraction of the best window's and dropping would
-// lose at least as many requests as the batch gains. Measured in the
-// simulator (docs/benchmarks.md): 0.6 keeps the Table 4 ResNet50 goodput
-// above 5300 req/s and the flat top within 1.5 points of (o−p)/o; 0.8
-// dropped up to 19 heads to grow a batch from 12 to 16 near peak load.
+// lose at least as many requests as the batch gains. A higher fraction
+// prunes more heads for a bigger batch near peak load, a lower one keeps
+// small batches; the value was chosen in the simulator on the Table 4
+// ResNet50 goodput and the flat top's bad rate (docs/benchmarks.md,
+// "Table 4" and "Flat top", with the commands and what 0.7 and 0.8 gave).
 const pruneKeepFraction = 0.6
 
 // fits reports whether a batch of k requests dispatched now to a GPU free at

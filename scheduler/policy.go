@@ -121,12 +121,12 @@ func (d DropPolicy) resolve(p Policy) DropPolicy {
 type Schedulable uint8
 
 const (
-	// SchedulableDefault picks SchedulableSchedAt: measured in the
-	// simulator (docs/benchmarks.md), βλ makes light models in a shared
-	// cluster nearly work-conserving (mixed 1080Ti zoo: 1.07× the
-	// work-conserving goodput instead of 1.45×) and spoils the idle-time
-	// autoscaling signal at low load (25% idle instead of 50% at half the
-	// peak load), while it changes nothing for one heavy model (Table 4).
+	// SchedulableDefault picks SchedulableSchedAt: in the simulator, βλ
+	// makes light models in a shared cluster nearly work-conserving (βλ is
+	// one or two requests for them) and spoils the idle-time autoscaling
+	// signal at low load, while it changes nothing for one heavy model
+	// (docs/benchmarks.md, "Why `schedulable: sched-at` is the default",
+	// has the figures and commands).
 	SchedulableDefault Schedulable = iota
 	// SchedulableBetaLambda: at sched_at, or as soon as the batch holds
 	// βλ requests, with λ the model's arrival rate estimated online. The

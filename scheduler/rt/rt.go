@@ -270,10 +270,9 @@ type rankThread struct {
 // as the timers allow, so that a work-conserving batch is not formed a
 // millisecond before its GPU frees and does not miss the requests that
 // arrive in between; a timer that fires later than that costs little,
-// since the ModelCore plans from the real time of the grant. (Measured on
-// the 2-core development machine: a fixed 1ms lead, about this machine's
-// p90 timer lateness, cost the work-conserving policy 9% of its goodput at
-// three times the demo workload's load; docs/benchmarks.md.)
+// since the ModelCore plans from the real time of the grant. The fixed 1ms
+// lead it replaced, and what each lead cost, are in docs/benchmarks.md
+// ("How the rank loop's wake-up lead was chosen", a dated log entry).
 type wakeupMeter struct {
 	samples [wakeupSamples]time.Duration
 	n       int
@@ -285,8 +284,9 @@ type wakeupMeter struct {
 const wakeupSamples = 256
 
 // initialLead is the measured lead's value until the first measurement
-// (wakeupSamples/4 timer firings): about a loaded 2-core machine's p90
-// timer lateness (docs/benchmarks.md).
+// (wakeupSamples/4 timer firings): about the p90 timer lateness of a loaded
+// 2-core machine (docs/benchmarks.md, "How the rank loop's wake-up lead was
+// chosen").
 const initialLead = time.Millisecond
 
 // maxMeasuredLead caps the measured lead: a machine whose timers are
