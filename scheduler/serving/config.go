@@ -62,7 +62,7 @@ type Settings struct {
 	// each delay: a real cluster also pays for goroutine hand-offs, timer
 	// lateness and a loaded CPU, which a file's network delays do not
 	// describe. DefaultLiveFloor is what the 2-core development machine
-	// needs (docs/benchmarks.md, "Table 4 ResNet50, live").
+	// needs.
 	LiveFloor scheduler.Delays
 	Limits    Limits
 }
@@ -113,10 +113,12 @@ func DefaultNetwork() scheduler.Delays {
 
 // DefaultLiveFloor returns the live delay floor of a file without a
 // live_floor key: 300us control, 20us per input, 2ms per MiB of input and
-// 1.5ms result. On the 2-core development machine a result's trip from
-// its backend to its frontend has a p99 of 1.0-1.5ms (the VM's wake-ups,
-// not load), and loopback moves one frontend's large inputs at 0.5-1 GB/s
-// while the same cores run everything else.
+// 1.5ms result. They are what the 2-core development machine needs: a
+// result's trip there has a tail of about a millisecond (the VM's
+// wake-ups, not load), and loopback moves large inputs at well under a
+// GB/s while the same cores run everything else (the figures and their
+// commands: docs/benchmarks.md, "Table 4 ResNet50, live" and "Large
+// inputs").
 func DefaultLiveFloor() scheduler.Delays {
 	return scheduler.Delays{Ctrl: 300 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, DataPerMiB: 2 * time.Millisecond, Result: 1500 * time.Microsecond}
 }
