@@ -2,13 +2,13 @@ package lookahead
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/sim"
 	"github.com/symphony-serving/symphony/bench/workload"
 )
@@ -149,10 +149,7 @@ func Study(w *workload.Workload, cfg StudyConfig) (*Report, error) {
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-	return enc.Encode(r)
+	return report.EncodeJSON(w, r)
 }
 
 // WriteText writes the report as a table for people.

@@ -223,10 +223,7 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []report.
 			}
 			runs = append(runs, json.RawMessage(b.String()))
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-		if err := enc.Encode(struct {
+		if err := report.EncodeJSON(stdout, struct {
 			Runs   []json.RawMessage `json:"runs"`
 			Curves []report.Curve    `json:"curves,omitempty"`
 		}{runs, curves}); err != nil {
