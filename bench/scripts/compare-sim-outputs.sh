@@ -26,8 +26,22 @@ cases+=("flat-top.sweep.txt|sim --sweep 1,2 -f $wl/flat-top.yaml --quiet")
 cases+=("flat-top.sweep.json|sim --sweep 1,2 -f $wl/flat-top.yaml --json --quiet")
 cases+=("demo.compare.txt|sim --compare -f $wl/demo.yaml --quiet")
 cases+=("demo.compare.json|sim --compare -f $wl/demo.yaml --json --quiet")
-cases+=("demo.lookahead.txt|sim lookahead -f $wl/demo.yaml --quiet")
-cases+=("demo.lookahead.json|sim lookahead -f $wl/demo.yaml --json --quiet")
+# The report builder's other paths: a time series (autoscale_window), an
+# epoch job, a trace, and every fault scenario.
+cases+=("rate-schedule.json|sim -f $wl/rate-schedule.yaml --json --quiet")
+cases+=("rate-schedule.txt|sim -f $wl/rate-schedule.yaml --quiet")
+cases+=("large-cluster-daily.json|sim -f $wl/large-cluster-daily.yaml --json --quiet")
+cases+=("trace.json|sim -f $wl/trace.yaml --json --quiet")
+for f in "$root"/testdata/faults/*.yaml; do
+  x=$(basename "$f" .yaml)
+  cases+=("faults-$x.json|sim -f $f --json --quiet")
+done
+# sim lookahead replays one model, and on table4-resnet50 as it is takes
+# minutes: its goodput search runs on a 2.5s cut of it instead.
+la=$out/lookahead.yaml
+sed -e 's/^duration: 30s/duration: 2s/' -e 's/^warmup: 5s/warmup: 500ms/' "$wl/table4-resnet50.yaml" >"$la"
+cases+=("lookahead.txt|sim lookahead -f $la --horizon 50ms --quiet")
+cases+=("lookahead.json|sim lookahead -f $la --horizon 50ms --json --quiet")
 
 status=0
 for c in "${cases[@]}"; do
