@@ -24,6 +24,7 @@ for x in table4-resnet50 mixed-1080ti flat-top; do
 done
 cases+=("flat-top.sweep.txt|sim --sweep 1,2 -f $wl/flat-top.yaml --quiet")
 cases+=("flat-top.sweep.json|sim --sweep 1,2 -f $wl/flat-top.yaml --json --quiet")
+cases+=("flat-top.goodput-sweep.json|sim --find-goodput --sweep 0.5,1.5 -f $wl/flat-top.yaml --json --quiet")
 cases+=("demo.compare.txt|sim --compare -f $wl/demo.yaml --quiet")
 cases+=("demo.compare.json|sim --compare -f $wl/demo.yaml --json --quiet")
 # The report builder's other paths: a time series (autoscale_window), an
