@@ -8,19 +8,27 @@ import (
 	"testing"
 )
 
+// searchCapacity searches a cluster that passes up to capacity, to
+// precision prec, and returns the multipliers tried and the bracket.
+func searchCapacity(t *testing.T, capacity, prec float64) ([]float64, Bracket) {
+	t.Helper()
+	var tried []float64
+	b, err := SearchMultiplier(func(k float64) (bool, error) {
+		tried = append(tried, k)
+		return k <= capacity, nil
+	}, prec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tried, b
+}
+
 // TestSearchMultiplierBisects follows a search by hand: capacity 1.3x, 2%
 // precision. Doubling from 1 fails at 2; bisection then tries 1.5 (fail),
 // 1.25 (pass), 1.375 (fail), 1.3125 (fail), 1.28125 (pass), 1.296875 (pass)
 // and stops, 1.3125−1.296875 = 0.015625 being within 2% of 1.296875.
 func TestSearchMultiplierBisects(t *testing.T) {
-	var tried []float64
-	b, err := SearchMultiplier(func(k float64) (bool, error) {
-		tried = append(tried, k)
-		return k <= 1.3, nil
-	}, 0.02, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tried, b := searchCapacity(t, 1.3, 0.02)
 	want := []float64{1, 2, 1.5, 1.25, 1.375, 1.3125, 1.28125, 1.296875}
 	if !slices.Equal(tried, want) {
 		t.Errorf("tried %v, want %v", tried, want)
@@ -34,14 +42,7 @@ func TestSearchMultiplierBisects(t *testing.T) {
 // default precision (0.5%) then takes bisections down to a width of
 // 0.5/128 < 0.005·lo.
 func TestSearchMultiplierHalvesAndDefaultPrecision(t *testing.T) {
-	var tried []float64
-	b, err := SearchMultiplier(func(k float64) (bool, error) {
-		tried = append(tried, k)
-		return k <= 0.6, nil
-	}, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tried, b := searchCapacity(t, 0.6, 0)
 	if tried[0] != 1 || tried[1] != 0.5 || tried[2] != 0.75 {
 		t.Errorf("tried %v, want 1, 0.5, 0.75, ...", tried)
 	}
