@@ -3,51 +3,12 @@ package loadgen
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/frontend"
-	"github.com/symphony-serving/symphony/scheduler"
 )
-
-// modelAcct is one model's counts over the measured window.
-type modelAcct struct {
-	good, late, dropped, failed uint64
-	latency, queueing           report.Histogram
-	batches                     map[int]uint64 // batch size -> batches
-	batchWeighted               uint64         // Σ over answered requests of their batch size
-	reasons                     map[string]uint64
-	busy                        time.Duration // GPU time of the model's batches in the window
-}
-
-func newModelAcct() *modelAcct {
-	return &modelAcct{batches: map[int]uint64{}, reasons: map[string]uint64{}}
-}
-
-func (m *modelAcct) merge(o *modelAcct) {
-	m.good += o.good
-	m.late += o.late
-	m.dropped += o.dropped
-	m.failed += o.failed
-	m.batchWeighted += o.batchWeighted
-	m.busy += o.busy
-	m.latency.Merge(&o.latency)
-	m.queueing.Merge(&o.queueing)
-	for bs, n := range o.batches {
-		m.batches[bs] += n
-	}
-	for k, n := range o.reasons {
-		m.reasons[k] += n
-	}
-}
-
-// bucket is one time-series interval, by arrival time (busy by batch time).
-type bucket struct {
-	offered, good, bad uint64
-	busy               time.Duration
-}
 
 // batchKey identifies a batch from what its requests carry. Batches are
 // counted once by their distinct (model, start, finish, size): exact even
@@ -84,7 +45,7 @@ func (s *batchSet) add(k batchKey) bool {
 type collector struct {
 	r      *runner
 	q      queue
-	series []bucket
+	series []report.Interval
 	seen   batchSet
 	faults *report.FaultTally
 }
@@ -105,7 +66,7 @@ func (c *collector) loop() {
 	}
 }
 
-func (c *collector) bucket(t time.Duration) *bucket {
+func (c *collector) bucket(t time.Duration) *report.Interval {
 	if t < 0 {
 		return nil
 	}
@@ -118,7 +79,7 @@ func (c *collector) bucket(t time.Duration) *bucket {
 func (c *collector) account(e *entry) {
 	r := c.r
 	err, t := e.p.outcome()
-	m := r.models[e.model]
+	m := &r.models[e.model]
 	lat := t.Ended.Sub(t.Submitted)
 	good := err == nil && lat <= r.w.Models[e.model].SLO
 	if good {
@@ -130,11 +91,11 @@ func (c *collector) account(e *entry) {
 		c.batch(e.model, m, &t)
 	}
 	if b := c.bucket(e.at); b != nil {
-		b.offered++
+		b.Offered++
 		if good {
-			b.good++
+			b.Good++
 		} else {
-			b.bad++
+			b.Bad++
 		}
 	}
 	o, why := outcomeOf(err, good)
@@ -143,25 +104,25 @@ func (c *collector) account(e *entry) {
 		return
 	}
 	if ran {
-		m.queueing.Record(t.Started.Sub(t.Submitted))
+		m.Queueing.Record(t.Started.Sub(t.Submitted))
 	}
 	if err == nil {
 		if good {
-			m.good++
+			m.Good++
 		} else {
-			m.late++
+			m.Late++
 		}
-		m.latency.Record(lat)
-		m.batchWeighted += uint64(t.BatchSize)
+		m.Latency.Record(lat)
+		m.BatchWeighted += uint64(t.BatchSize)
 		return
 	}
 	if reason, ok := frontend.IsDrop(err); ok {
-		m.dropped++
-		m.reasons[string(reason)]++
+		m.Dropped++
+		m.AddReason(string(reason), 1)
 		return
 	}
-	m.failed++
-	m.reasons["failed: "+failKind(err)]++
+	m.Failed++
+	m.AddReason("failed: "+failKind(err), 1)
 }
 
 // outcomeOf classifies an ended request for the fault tally, with the
@@ -210,7 +171,7 @@ func failKind(err error) string {
 }
 
 // batch counts a request's batch if it is the first of the batch seen.
-func (c *collector) batch(model int32, m *modelAcct, t *frontend.Timing) {
+func (c *collector) batch(model int32, m *report.ModelCounts, t *frontend.Timing) {
 	k := batchKey{t.Started.UnixNano(), t.Finished.UnixNano(), int32(t.BatchSize), model}
 	if !c.seen.add(k) {
 		return
@@ -218,10 +179,10 @@ func (c *collector) batch(model int32, m *modelAcct, t *frontend.Timing) {
 	r := c.r
 	from, to := t.Started.Sub(r.start), t.Finished.Sub(r.start)
 	if r.inWindow(from) {
-		m.batches[t.BatchSize]++
+		m.AddBatch(t.BatchSize, 1)
 	}
 	if lo, hi := max(from, r.winStart), min(to, r.winEnd); hi > lo {
-		m.busy += hi - lo
+		m.Busy += hi - lo
 	}
 	iv := r.o.Interval
 	for s := max(from, 0); s < to; {
@@ -230,105 +191,40 @@ func (c *collector) batch(model int32, m *modelAcct, t *frontend.Timing) {
 			break
 		}
 		end := min(to, (s/iv+1)*iv)
-		b.busy += end - s
+		b.Busy += end - s
 		s = end
 	}
 }
 
-func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
-
-func fillStats(s *report.Stats, m *modelAcct, offered uint64, seconds float64) {
-	s.Offered, s.Good, s.Late, s.Dropped, s.Failed = offered, m.good, m.late, m.dropped, m.failed
-	s.OfferedRPS = float64(offered) / seconds
-	s.GoodputRPS = float64(m.good) / seconds
-	if offered > 0 {
-		s.BadRate = float64(m.late+m.dropped+m.failed) / float64(offered)
-	}
-	s.LatencyP50 = ms(m.latency.Quantile(0.50))
-	s.LatencyP99 = ms(m.latency.Quantile(0.99))
-	s.LatencyP999 = ms(m.latency.Quantile(0.999))
-	s.QueueingP50 = ms(m.queueing.Quantile(0.50))
-	s.QueueingP99 = ms(m.queueing.Quantile(0.99))
-	s.BatchSizeHist = maps.Clone(m.batches)
-	if answered := m.good + m.late; answered > 0 {
-		s.MeanBatchSize = float64(m.batchWeighted) / float64(answered)
-	}
-	if len(m.reasons) > 0 {
-		s.DropReasons = maps.Clone(m.reasons)
-	}
-}
-
-func fraction(f float64) float64 { return min(max(f, 0), 1) }
-
 // build checks that every request in the window was accounted for and turns
-// the accounting into a report.
+// the accounting into a report, through the report builder the simulator
+// uses too.
 func (r *runner) build() (*report.Report, error) {
-	w, gpus := r.w, r.o.GPUs
-	seconds := (r.winEnd - r.winStart).Seconds() // the window, or the part of it that ran
-	rep := &report.Report{
-		Workload: w.Source, Policy: r.o.Label, Seed: w.Seed, GPUs: gpus, DurationSeconds: seconds,
-	}
-	total := newModelAcct()
-	var offered uint64
+	w := r.w
 	for i := range r.models {
-		m := r.models[i]
-		if got := m.good + m.late + m.dropped + m.failed; got != r.offered[i] {
+		m := &r.models[i]
+		m.Offered = r.offered[i]
+		if got := m.Good + m.Late + m.Dropped + m.Failed; got != m.Offered {
 			return nil, fmt.Errorf("loadgen: model %q: %d requests offered in the window but %d accounted for (good %d, late %d, dropped %d, failed %d)",
-				w.Models[i].Name, r.offered[i], got, m.good, m.late, m.dropped, m.failed)
+				m.Name, m.Offered, got, m.Good, m.Late, m.Dropped, m.Failed)
 		}
-		mr := report.ModelReport{Name: w.Models[i].Name, SLOms: ms(w.Models[i].SLO), Latency: &m.latency}
-		fillStats(&mr.Stats, m, r.offered[i], seconds)
-		mr.GPUBusyFraction = fraction(m.busy.Seconds() / seconds / float64(gpus))
-		rep.Models = append(rep.Models, mr)
-
-		offered += r.offered[i]
-		total.merge(m)
 	}
-	fillStats(&rep.Stats, total, offered, seconds)
-	rep.Latency = &total.latency
 	faults := r.collectors[0].faults
 	for i := 1; i < len(r.collectors); i++ {
 		faults.Merge(r.collectors[i].faults)
 	}
-	rep.Faults = faults.Report()
+	series := make([]report.Interval, len(r.collectors[0].series))
+	for i := range series {
+		for j := range r.collectors {
+			series[i].Add(&r.collectors[j].series[i])
+		}
+	}
 	// Timings carry no GPU ID, so only the cluster-wide busy fraction is
 	// known: GPUBusy (per GPU) stays empty.
-	rep.GPUBusyFraction = fraction(total.busy.Seconds() / seconds / float64(gpus))
-	rep.GPUIdleFraction = 1 - rep.GPUBusyFraction
-	cfg := scheduler.DefaultAutoscaleConfig()
-	rep.Autoscale = toAdvice(cfg.Advise(scheduler.Signals{
-		GPUs: gpus, Requests: offered, BadRate: rep.BadRate, IdleFraction: rep.GPUIdleFraction,
-	}))
-
-	iv := r.o.Interval.Seconds()
-	for i := range r.collectors[0].series {
-		if time.Duration(i)*r.o.Interval >= r.winEnd {
-			break // after a stop
-		}
-		var b bucket
-		for j := range r.collectors {
-			s := &r.collectors[j].series[i]
-			b.offered += s.offered
-			b.good += s.good
-			b.bad += s.bad
-			b.busy += s.busy
-		}
-		tp := report.TimePoint{
-			Start: float64(i) * iv, OfferedRPS: float64(b.offered) / iv, GoodputRPS: float64(b.good) / iv,
-			BusyGPUs: b.busy.Seconds() / iv, GPUs: gpus,
-		}
-		if b.offered > 0 {
-			tp.BadRate = float64(b.bad) / float64(b.offered)
-		}
-		tp.Advice = toAdvice(cfg.Advise(scheduler.Signals{
-			GPUs: gpus, Requests: b.offered, BadRate: tp.BadRate,
-			IdleFraction: fraction(1 - tp.BusyGPUs/float64(gpus)),
-		}))
-		rep.TimeSeries = append(rep.TimeSeries, tp)
-	}
-	return rep, nil
-}
-
-func toAdvice(a scheduler.AutoscaleAdvice) report.Advice {
-	return report.Advice{Action: string(a.Action), GPUs: a.GPUs, Reason: a.Reason}
+	return report.Build(&report.Measurement{
+		Workload: w.Source, Policy: r.o.Label, Seed: w.Seed, GPUs: r.o.GPUs,
+		Seconds: (r.winEnd - r.winStart).Seconds(), // the window, or the part of it that ran
+		Models:  r.models, Faults: faults.Report(),
+		Series: series, Interval: r.o.Interval, End: r.winEnd, // after a stop, the series ends early
+	}), nil
 }

@@ -303,7 +303,7 @@ type runner struct {
 	winStart, winEnd time.Duration
 	offered          []uint64
 	lag              report.Histogram
-	models           []*modelAcct
+	models           []report.ModelCounts
 	collectors       []collector
 
 	issued, good, ended atomic.Uint64
@@ -313,16 +313,16 @@ func newRunner(w *workload.Workload, o Options) *runner {
 	r := &runner{
 		w: w, o: o, winStart: w.Warmup, winEnd: w.Warmup + w.Duration,
 		offered: make([]uint64, len(w.Models)),
-		models:  make([]*modelAcct, len(w.Models)),
+		models:  make([]report.ModelCounts, len(w.Models)),
 	}
-	for i := range r.models {
-		r.models[i] = newModelAcct()
+	for i, m := range w.Models {
+		r.models[i].Name, r.models[i].SLO = m.Name, m.SLO
 	}
 	n := int((r.winEnd + o.Interval - 1) / o.Interval)
 	r.collectors = make([]collector, min(len(w.Models), 16))
 	for i := range r.collectors {
 		c := &r.collectors[i]
-		c.r, c.series = r, make([]bucket, n)
+		c.r, c.series = r, make([]report.Interval, n)
 		c.faults = report.NewFaultTally(w, r.winStart, r.winEnd, r.winEnd)
 		c.q.wake = make(chan struct{}, 1)
 		c.seen.cur, c.seen.old = map[batchKey]struct{}{}, map[batchKey]struct{}{}

@@ -2,14 +2,13 @@ package lookahead
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/symphony-serving/symphony/bench/sim"
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 )
 
@@ -70,12 +69,8 @@ type Report struct {
 // Study replays w under the rules and the clairvoyant scheduler, at the
 // configured multipliers or searching for each one's goodput.
 func Study(w *workload.Workload, cfg StudyConfig) (*Report, error) {
-	if cfg.TargetBadRate <= 0 {
-		cfg.TargetBadRate = 0.01
-	}
-	if cfg.Precision <= 0 {
-		cfg.Precision = 0.005
-	}
+	search := report.SearchOptions{TargetBadRate: cfg.TargetBadRate, Precision: cfg.Precision}
+	cfg.TargetBadRate = search.Target()
 	cfg.Options = cfg.Options.withDefaults()
 	base, err := FromWorkload(w)
 	if err != nil {
@@ -102,13 +97,16 @@ func Study(w *workload.Workload, cfg StudyConfig) (*Report, error) {
 		if err != nil {
 			return Step{}, fmt.Errorf("%s at %.4gx: %w", who, k, err)
 		}
-		secs := r.To.Sub(r.From).Seconds()
+		// A replay's requests end served within their SLO or dropped,
+		// counted as the simulator and the live cluster count theirs.
+		c := report.Counts{Offered: uint64(res.Requests), Good: uint64(res.Served), Dropped: uint64(res.Requests - res.Served)}
+		stats := c.Stats(r.To.Sub(r.From).Seconds())
 		st := Step{
 			Scheduler: who, Multiplier: k,
-			OfferedRPS: float64(res.Requests) / secs, GoodputRPS: float64(res.Served) / secs,
-			BadRate: res.BadRate(), MeanBatch: res.MeanBatch(),
+			OfferedRPS: stats.OfferedRPS, GoodputRPS: stats.GoodputRPS,
+			BadRate: stats.BadRate, MeanBatch: res.MeanBatch(),
 			Decisions: res.Decisions, Overrides: res.Overrides,
-			OK: res.BadRate() <= cfg.TargetBadRate,
+			OK: search.Passes(stats.BadRate),
 		}
 		rep.Steps = append(rep.Steps, st)
 		if cfg.Step != nil {
@@ -126,18 +124,20 @@ func Study(w *workload.Workload, cfg StudyConfig) (*Report, error) {
 			continue
 		}
 		var best Goodput
-		found, err := sim.SearchMultiplier(func(k float64) (bool, error) {
+		// The search of `symphony sim --find-goodput`, on one model: its
+		// bad rate is the worst model's.
+		b, err := report.SearchMultiplier(func(k float64) (bool, error) {
 			st, err := replay(who, k)
 			if st.OK && k > best.Multiplier {
 				best = Goodput{Multiplier: k, GoodputRPS: st.GoodputRPS}
 			}
 			return st.OK, err
-		}, cfg.Precision)
+		}, search.Precision, 0)
 		if err != nil {
 			return nil, err
 		}
-		if !found {
-			return nil, fmt.Errorf("lookahead: %s bad rate above %.2f%% even at a millionth of the load", who, 100*cfg.TargetBadRate)
+		if !b.Found() {
+			return nil, fmt.Errorf("lookahead: %s bad rate above %g%% even at %.3gx the load", who, 100*cfg.TargetBadRate, b.Hi)
 		}
 		if rep.Goodput == nil {
 			rep.Goodput = map[Scheduler]Goodput{}
@@ -149,10 +149,7 @@ func Study(w *workload.Workload, cfg StudyConfig) (*Report, error) {
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-	return enc.Encode(r)
+	return report.EncodeJSON(w, r)
 }
 
 // WriteText writes the report as a table for people.

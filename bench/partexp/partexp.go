@@ -10,7 +10,6 @@ package partexp
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/partition"
 )
 
@@ -346,10 +346,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 
 // WriteJSON writes the report, summaries and runs, as indented JSON.
 func (rep *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-	return enc.Encode(rep)
+	return report.EncodeJSON(w, rep)
 }
 
 // csvHeader is the CSV's first row.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"strconv"
+	"strings"
 )
 
 // Curve is a throughput curve: one policy's runs of a workload at several
@@ -120,6 +123,60 @@ func NewCurvePoint(multiplier float64, r *Report, peak float64, outcomes bool) C
 		}
 	}
 	return pt
+}
+
+// ParseMultipliers parses a comma-separated list of load multipliers, as
+// `sim --sweep`, `demo --sweep` and `sim lookahead --multipliers` take them:
+// each a positive finite number, in the order given; "" is none. A zero or
+// negative multiplier would offer no load, and an infinite one a run that
+// never ends, so both are errors rather than points.
+func ParseMultipliers(list string) ([]float64, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 1) {
+			return nil, fmt.Errorf("%q is not a positive finite number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// SweepBase is what a sweep after run r measures against: the multipliers
+// multiply scale (the found goodput's multiplier, so that 1x is the peak),
+// and the flat-top targets use peak goodput peak; 1 and 0 (no peak known,
+// no targets) when r did not search for its goodput.
+func SweepBase(r *Report) (scale, peak float64) {
+	if gs := r.GoodputSearch; gs != nil {
+		return gs.Multiplier, gs.GoodputRPS
+	}
+	return 1, 0
+}
+
+// PointSummary is the progress line of a live sweep point: its goodput
+// beside the simulator's at the same multiplier and their ratio, its bad
+// rate with the shares answered late, dropped and failed (a flat top must
+// hold by dropping), and its GPU idle fraction, so that a long sweep can be
+// judged while it runs.
+func PointSummary(live, sim CurvePoint) string {
+	s := fmt.Sprintf("goodput %.1f req/s (simulator %.1f", live.GoodputRPS, sim.GoodputRPS)
+	if r, ok := Ratio(live.GoodputRPS, sim.GoodputRPS); ok {
+		s += fmt.Sprintf(", live/sim %.3f", r)
+	}
+	s += fmt.Sprintf(")  bad %.2f%%", 100*live.BadRate)
+	if o := live.Outcomes; o != nil {
+		if late, dropped, failed, ok := o.BadShares(); ok {
+			s += fmt.Sprintf(" (late %.0f%%, dropped %.0f%%, failed %.0f%%)", 100*late, 100*dropped, 100*failed)
+		}
+	}
+	s += fmt.Sprintf("  GPU idle %.1f%%", 100*live.GPUIdleFraction)
+	if live.Partial {
+		s += "  (stopped part-way)"
+	}
+	return s
 }
 
 // SweepOptions tune Sweep.

@@ -132,3 +132,46 @@ func TestWriteCurveTable(t *testing.T) {
 		t.Errorf("table:\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+func TestParseMultipliers(t *testing.T) {
+	t.Parallel()
+	got, err := ParseMultipliers("0.5, 1,2e0")
+	if err != nil || len(got) != 3 || got[0] != 0.5 || got[1] != 1 || got[2] != 2 {
+		t.Errorf("ParseMultipliers: %v, %v; want [0.5 1 2]", got, err)
+	}
+	if got, err := ParseMultipliers(""); got != nil || err != nil {
+		t.Errorf("empty list: %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"0", "-1", "inf", "NaN", "x", "1,,2"} {
+		if _, err := ParseMultipliers(bad); err == nil || !strings.Contains(err.Error(), "not a positive finite number") {
+			t.Errorf("ParseMultipliers(%q): err %v", bad, err)
+		}
+	}
+}
+
+func TestSweepBase(t *testing.T) {
+	t.Parallel()
+	if scale, peak := SweepBase(&Report{}); scale != 1 || peak != 0 {
+		t.Errorf("no search: %g, %g; want 1, 0", scale, peak)
+	}
+	r := &Report{GoodputSearch: &GoodputSearch{Multiplier: 1.25, GoodputRPS: 5000}}
+	if scale, peak := SweepBase(r); scale != 1.25 || peak != 5000 {
+		t.Errorf("after a search: %g, %g; want 1.25, 5000", scale, peak)
+	}
+}
+
+func TestPointSummary(t *testing.T) {
+	t.Parallel()
+	live := CurvePoint{GoodputRPS: 90, BadRate: 0.1, GPUIdleFraction: 0.05,
+		Outcomes: &Outcomes{Offered: 100, Good: 90, Late: 1, Dropped: 3, Failed: 6}}
+	want := "goodput 90.0 req/s (simulator 100.0, live/sim 0.900)  bad 10.00% (late 10%, dropped 30%, failed 60%)  GPU idle 5.0%"
+	if got := PointSummary(live, CurvePoint{GoodputRPS: 100}); got != want {
+		t.Errorf("PointSummary:\n got %q\nwant %q", got, want)
+	}
+	// No simulator goodput: no ratio; no bad request: no shares.
+	live = CurvePoint{GoodputRPS: 10, Partial: true, Outcomes: &Outcomes{Offered: 10, Good: 10}}
+	want = "goodput 10.0 req/s (simulator 0.0)  bad 0.00%  GPU idle 0.0%  (stopped part-way)"
+	if got := PointSummary(live, CurvePoint{}); got != want {
+		t.Errorf("PointSummary:\n got %q\nwant %q", got, want)
+	}
+}

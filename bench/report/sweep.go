@@ -2,7 +2,6 @@ package report
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -261,10 +260,7 @@ func (s *SweepComparison) WriteJSON(w io.Writer) error {
 	if i := s.BaseIndex(); i >= 0 {
 		base = finite(s.Live.Points[i].Multiplier)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(struct {
+	err := EncodeJSON(w, struct {
 		*SweepComparison
 		// BaseMultiplier is the multiplier of the point GoodputVsBase
 		// divides by; -1 when no live point was measured.

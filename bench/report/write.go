@@ -3,7 +3,6 @@ package report
 import (
 	"cmp"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -32,10 +31,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 		return fmt.Errorf("report: WriteJSON: nil report")
 	}
 	c := sanitizeReport(r)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-	if err := enc.Encode(&c); err != nil {
+	if err := EncodeJSON(w, &c); err != nil {
 		return fmt.Errorf("report: WriteJSON: %w", err)
 	}
 	return nil

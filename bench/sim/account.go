@@ -26,15 +26,14 @@ type accounting struct {
 	w                *workload.Workload
 	winStart, winEnd scheduler.Time
 	interval         time.Duration
-	models           []modelAcct
+	models           []report.ModelCounts
 	gpuLastFinish    []scheduler.Time
 	gpuBusy          []time.Duration
 	ended            []uint64 // bitset by RequestID
 	issued           uint64
 	endedCount       uint64
-	series           []seriesBucket
+	series           []report.Interval
 	err              error
-	total            report.Histogram
 	// With an epoch job: GPU time in use (assigned to a part) in the
 	// window, and per-model outcomes in each series bucket.
 	epochs        bool
@@ -43,47 +42,29 @@ type accounting struct {
 	tally *report.FaultTally
 }
 
-type modelAcct struct {
-	offered, good, late, dropped uint64
-	latency, queueing            report.Histogram
-	batches                      []uint64 // batches[bs]
-	batchWeighted                uint64   // Σ over requests of their batch size
-	reasons                      [scheduler.DropReasons]uint64
-	busy                         time.Duration // GPU time of the model's batches in the window
-	// Under a fault scenario: requests that failed, and the bad requests
-	// by the live load generator's names for their reasons.
-	failed uint64
-	named  map[string]uint64
-}
-
-type seriesBucket struct {
-	offered, good, bad uint64
-	busy               time.Duration
-	inUse              time.Duration // GPU time in use, with an epoch job
-	modelGood          []uint64      // by model, with an epoch job
-	modelBad           []uint64
-}
-
 func newAccounting(w *workload.Workload, interval time.Duration) *accounting {
 	a := &accounting{
 		w:             w,
 		winStart:      scheduler.Time(w.Warmup),
 		winEnd:        scheduler.Time(w.Warmup + w.Duration),
 		interval:      interval,
-		models:        make([]modelAcct, len(w.Models)),
+		models:        make([]report.ModelCounts, len(w.Models)),
 		gpuLastFinish: make([]scheduler.Time, w.Cluster.GPUs),
 		gpuBusy:       make([]time.Duration, w.Cluster.GPUs),
+	}
+	for i, m := range w.Models {
+		a.models[i].Name, a.models[i].SLO = m.Name, m.SLO
 	}
 	for i := range a.gpuLastFinish {
 		a.gpuLastFinish[i] = scheduler.Past
 	}
 	n := int((w.Warmup+w.Duration+interval-1)/interval) + 1
-	a.series = make([]seriesBucket, n)
+	a.series = make([]report.Interval, n)
 	if w.Epoch != nil {
 		a.epochs = true
 		for i := range a.series {
-			a.series[i].modelGood = make([]uint64, len(w.Models))
-			a.series[i].modelBad = make([]uint64, len(w.Models))
+			a.series[i].ModelGood = make([]uint64, len(w.Models))
+			a.series[i].ModelBad = make([]uint64, len(w.Models))
 		}
 	}
 	return a
@@ -105,7 +86,7 @@ func (a *accounting) addInUse(from, to scheduler.Time, n int) {
 			break
 		}
 		end := scheduler.MinTime(to, scheduler.Time(time.Duration(i+1)*a.interval))
-		a.series[i].inUse += time.Duration(n) * end.Sub(t)
+		a.series[i].InUse += time.Duration(n) * end.Sub(t)
 		t = end
 	}
 }
@@ -118,7 +99,7 @@ func (a *accounting) fail(format string, args ...any) {
 
 func (a *accounting) inWindow(t scheduler.Time) bool { return t >= a.winStart && t < a.winEnd }
 
-func (a *accounting) bucket(t scheduler.Time) *seriesBucket {
+func (a *accounting) bucket(t scheduler.Time) *report.Interval {
 	i := int(time.Duration(t) / a.interval)
 	if i < 0 || i >= len(a.series) {
 		return nil
@@ -134,10 +115,10 @@ func (a *accounting) newRequest(model int, now scheduler.Time) scheduler.Request
 		a.ended = append(a.ended, 0)
 	}
 	if a.inWindow(now) {
-		a.models[model].offered++
+		a.models[model].Offered++
 	}
 	if b := a.bucket(now); b != nil {
-		b.offered++
+		b.Offered++
 	}
 	return scheduler.Request{
 		ID:       scheduler.RequestID(id),
@@ -168,15 +149,13 @@ func (a *accounting) drop(model int, d *scheduler.Drop) {
 	a.end(&d.Request)
 	if a.inWindow(d.Request.Arrival) {
 		ma := &a.models[model]
-		ma.dropped++
-		if int(d.Reason) < len(ma.reasons) {
-			ma.reasons[d.Reason]++
-		}
+		ma.Dropped++
+		ma.AddReason(d.Reason.String(), 1)
 	}
 	if b := a.bucket(d.Request.Arrival); b != nil {
-		b.bad++
+		b.Bad++
 		if a.epochs {
-			b.modelBad[model]++
+			b.ModelBad[model]++
 		}
 	}
 }
@@ -202,7 +181,7 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 	}
 	a.gpuLastFinish[p.GPU] = p.FinishAt
 	ma := &a.models[model]
-	ma.busy += a.addBusy(p.GPU, p.ExecAt, p.FinishAt)
+	ma.Busy += a.addBusy(p.GPU, p.ExecAt, p.FinishAt)
 	a.ran(model, bs, p.ExecAt)
 	respond := p.FinishAt.Add(a.w.Network.Result)
 	for i := range p.Requests {
@@ -214,15 +193,15 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 		good := respond <= r.Deadline
 		if b := a.bucket(r.Arrival); b != nil {
 			if good {
-				b.good++
+				b.Good++
 			} else {
-				b.bad++
+				b.Bad++
 			}
 			if a.epochs {
 				if good {
-					b.modelGood[model]++
+					b.ModelGood[model]++
 				} else {
-					b.modelBad[model]++
+					b.ModelBad[model]++
 				}
 			}
 		}
@@ -230,15 +209,13 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 			continue
 		}
 		if good {
-			ma.good++
+			ma.Good++
 		} else {
-			ma.late++
+			ma.Late++
 		}
-		lat := respond.Sub(r.Arrival)
-		ma.latency.Record(lat)
-		a.total.Record(lat)
-		ma.queueing.Record(p.ExecAt.Sub(r.Arrival))
-		ma.batchWeighted += uint64(bs)
+		ma.Latency.Record(respond.Sub(r.Arrival))
+		ma.Queueing.Record(p.ExecAt.Sub(r.Arrival))
+		ma.BatchWeighted += uint64(bs)
 	}
 }
 
@@ -275,9 +252,9 @@ func (a *accounting) outcome(id scheduler.RequestID, model int, arrival, respond
 	good := o == report.OutcomeGood
 	if b := a.bucket(arrival); b != nil {
 		if good {
-			b.good++
+			b.Good++
 		} else {
-			b.bad++
+			b.Bad++
 		}
 	}
 	if !a.inWindow(arrival) {
@@ -286,24 +263,19 @@ func (a *accounting) outcome(id scheduler.RequestID, model int, arrival, respond
 	ma := &a.models[model]
 	switch o {
 	case report.OutcomeGood:
-		ma.good++
-		lat := respond.Sub(arrival)
-		ma.latency.Record(lat)
-		a.total.Record(lat)
-		ma.queueing.Record(started.Sub(arrival))
-		ma.batchWeighted += uint64(bs)
+		ma.Good++
+		ma.Latency.Record(respond.Sub(arrival))
+		ma.Queueing.Record(started.Sub(arrival))
+		ma.BatchWeighted += uint64(bs)
 		return
 	case report.OutcomeLate:
-		ma.late++
+		ma.Late++
 	case report.OutcomeDropped:
-		ma.dropped++
+		ma.Dropped++
 	case report.OutcomeFailed:
-		ma.failed++
+		ma.Failed++
 	}
-	if ma.named == nil {
-		ma.named = map[string]uint64{}
-	}
-	ma.named[reason]++
+	ma.AddReason(reason, 1)
 }
 
 // ran records a batch of bs requests of model that started at started.
@@ -311,17 +283,13 @@ func (a *accounting) ran(model int, bs int, started scheduler.Time) {
 	if !a.inWindow(started) {
 		return
 	}
-	ma := &a.models[model]
-	for len(ma.batches) <= bs {
-		ma.batches = append(ma.batches, 0)
-	}
-	ma.batches[bs]++
+	a.models[model].AddBatch(bs, 1)
 }
 
 // busy records GPU g working for model over [from, to), in a fault run.
 func (a *accounting) busy(model int, g scheduler.GPUID, from, to scheduler.Time) {
 	if to > from {
-		a.models[model].busy += a.addBusy(g, from, to)
+		a.models[model].Busy += a.addBusy(g, from, to)
 	}
 }
 
@@ -339,7 +307,7 @@ func (a *accounting) addBusy(g scheduler.GPUID, from, to scheduler.Time) (inWind
 			break
 		}
 		end := scheduler.MinTime(to, scheduler.Time(time.Duration(i+1)*a.interval))
-		a.series[i].busy += end.Sub(t)
+		a.series[i].Busy += end.Sub(t)
 		t = end
 	}
 	return inWindow

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/schedbench"
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/scheduler"
@@ -80,10 +80,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-		return enc.Encode(struct {
+		return report.EncodeJSON(stdout, struct {
 			// RequestsPerSecond is the best sustained throughput of the runs.
 			RequestsPerSecond float64             `json:"requests_per_second"`
 			Sustained         bool                `json:"sustained"`

@@ -8,7 +8,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -105,7 +104,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 		reports = append(reports, *rep)
 		if len(multipliers) > 0 {
-			scale, peak := searched(rep)
+			scale, peak := report.SweepBase(rep)
 			c, err := simSweep(&wp, scale, peak, multipliers, false, log)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
@@ -134,21 +133,14 @@ func parsePolicyFlag(s string, live bool) (scheduler.Policy, error) {
 	return p, nil
 }
 
-// parseMultipliers parses a comma-separated list of load multipliers, the
-// value of flag (--sweep), each a positive finite number; "" is none.
+// parseMultipliers parses the value of flag (--sweep, --multipliers) with
+// report.ParseMultipliers; a bad list is a usage error.
 func parseMultipliers(flag, list string) ([]float64, error) {
-	if list == "" {
-		return nil, nil
+	m, err := report.ParseMultipliers(list)
+	if err != nil {
+		return nil, cli.UsageErr("%s: %v", flag, err)
 	}
-	var out []float64
-	for _, f := range strings.Split(list, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || !(v > 0) || math.IsInf(v, 1) {
-			return nil, cli.UsageErr("%s: %q is not a positive finite number", flag, f)
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return m, nil
 }
 
 // simulate runs one workload, or searches its goodput.
@@ -171,30 +163,15 @@ func simulate(w *workload.Workload, findGoodput bool, log zerolog.Logger) (*repo
 	}})
 }
 
-// simSweep runs the workload in the simulator at each multiplier of scale
-// (the found goodput's multiplier, or 1), with flat-top targets for peak
-// goodput peak (none when 0): the sweep of `sim --sweep`, and the
-// simulator's curve beside the live one of `demo --sweep` and `bench
-// --sweep`, which ask for the outcome counts too.
+// simSweep is sim.Sweep with a log line per point: the sweep of `sim
+// --sweep`, and the simulator's curve beside the live one of `demo --sweep`
+// and `bench --sweep`, which ask for the outcome counts too.
 func simSweep(w *workload.Workload, scale, peak float64, multipliers []float64, outcomes bool, log zerolog.Logger) (report.Curve, error) {
-	c := report.Curve{Policy: w.Policy.String(), PeakGoodputRPS: peak}
-	err := c.Sweep(multipliers, report.SweepOptions{Outcomes: outcomes, Point: func(pt report.CurvePoint) {
-		log.Info().Str("policy", c.Policy).Float64("multiplier", pt.Multiplier).Float64("offered_rps", cli.Round(pt.OfferedRPS, 0)).
+	return sim.Sweep(w, scale, peak, multipliers, report.SweepOptions{Outcomes: outcomes, Point: func(pt report.CurvePoint) {
+		log.Info().Str("policy", w.Policy.String()).Float64("multiplier", pt.Multiplier).Float64("offered_rps", cli.Round(pt.OfferedRPS, 0)).
 			Float64("goodput_rps", cli.Round(pt.GoodputRPS, 0)).Float64("bad_rate", cli.Round(pt.BadRate, 4)).
 			Float64("gpu_idle", cli.Round(pt.GPUIdleFraction, 4)).Msg("sweep")
-	}}, func(m float64) (*report.Report, error) {
-		return sim.Run(w.Scaled(scale*m), sim.Options{})
-	})
-	return c, err
-}
-
-// searched is the multiplier and goodput of base's goodput search, or 1
-// and 0 (no peak known) when it did not search.
-func searched(base *report.Report) (scale, peak float64) {
-	if gs := base.GoodputSearch; gs != nil {
-		return gs.Multiplier, gs.GoodputRPS
-	}
-	return 1, 0
+	}})
 }
 
 func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []report.Curve, asJSON bool, csvPath, plotDir string) error {
@@ -215,10 +192,7 @@ func writeSimOutputs(stdout io.Writer, reports []report.Report, curves []report.
 			}
 			runs = append(runs, json.RawMessage(b.String()))
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-		if err := enc.Encode(struct {
+		if err := report.EncodeJSON(stdout, struct {
 			Runs   []json.RawMessage `json:"runs"`
 			Curves []report.Curve    `json:"curves,omitempty"`
 		}{runs, curves}); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/slowclient"
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
 )
@@ -70,9 +70,7 @@ func runBenchSlowClients(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(results); err != nil {
+		if err := report.EncodeJSON(stdout, results); err != nil {
 			return err
 		}
 	} else {

@@ -43,12 +43,12 @@ func (lf *loadFlags) runSweep(ctx context.Context, target loadgen.PointTarget, w
 			// was measured.
 			return lf.writeRun(rep, err, stdout)
 		}
-		cmp.Scale, cmp.Live.PeakGoodputRPS = searched(rep)
+		cmp.Scale, cmp.Live.PeakGoodputRPS = report.SweepBase(rep)
 		simRep, err := simulate(w, true, simLog)
 		if err != nil {
 			return fmt.Errorf("simulator: %w", err)
 		}
-		_, simPeak = searched(simRep)
+		_, simPeak = report.SweepBase(simRep)
 	}
 	var err error
 	if cmp.Sim, err = simSweep(w, cmp.Scale, simPeak, lf.multipliers, true, simLog); err != nil {
@@ -63,7 +63,7 @@ func (lf *loadFlags) runSweep(ctx context.Context, target loadgen.PointTarget, w
 			fmt.Fprintf(stderr, "sweep %d/%d: %gx, %.1f req/s offered\n", i+1, n, m, ws.TotalRate())
 		}
 		so.Point = func(p report.CurvePoint) {
-			fmt.Fprintf(stderr, "sweep %d/%d: %gx  %s\n", done+1, n, p.Multiplier, pointSummary(p, cmp.Sim.Points[done]))
+			fmt.Fprintf(stderr, "sweep %d/%d: %gx  %s\n", done+1, n, p.Multiplier, report.PointSummary(p, cmp.Sim.Points[done]))
 			done++
 		}
 	}
@@ -75,24 +75,4 @@ func (lf *loadFlags) runSweep(ctx context.Context, target loadgen.PointTarget, w
 		return errors.Join(err, werr)
 	}
 	return err
-}
-
-// pointSummary is a sweep point's progress line: its live figures beside
-// the simulator's.
-func pointSummary(live, sim report.CurvePoint) string {
-	s := fmt.Sprintf("goodput %.1f req/s (simulator %.1f", live.GoodputRPS, sim.GoodputRPS)
-	if r, ok := report.Ratio(live.GoodputRPS, sim.GoodputRPS); ok {
-		s += fmt.Sprintf(", live/sim %.3f", r)
-	}
-	s += fmt.Sprintf(")  bad %.2f%%", 100*live.BadRate)
-	if o := live.Outcomes; o != nil {
-		if late, dropped, failed, ok := o.BadShares(); ok {
-			s += fmt.Sprintf(" (late %.0f%%, dropped %.0f%%, failed %.0f%%)", 100*late, 100*dropped, 100*failed)
-		}
-	}
-	s += fmt.Sprintf("  GPU idle %.1f%%", 100*live.GPUIdleFraction)
-	if live.Partial {
-		s += "  (stopped part-way)"
-	}
-	return s
 }
