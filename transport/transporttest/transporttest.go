@@ -35,6 +35,8 @@ func Run(t *testing.T, newNet func(t *testing.T) transport.Network) {
 		{"Order", testOrder},
 		{"ConcurrentSend", testConcurrentSend},
 		{"LargeMessage", testLargeMessage},
+		{"SendCopies", testSendCopies},
+		{"ReceivedKept", testReceivedKept},
 		{"FramesAfterWelcome", testFramesAfterWelcome},
 		{"LocalClose", testLocalClose},
 		{"PeerClose", testPeerClose},
