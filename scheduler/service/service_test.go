@@ -30,8 +30,7 @@ func TestLeavingBeforeReadyBringsNoGPUOnline(t *testing.T) {
 // left counted once it is gone.
 func TestStalledBackendThatDrainsLeavesNoCount(t *testing.T) {
 	f := startFake(t, func(c *Config) { c.StallAfter = 50 * time.Millisecond })
-	b := f.backend(t, "b1", 2)
-	b.Ready(t)
+	b := f.readyBackend(t, "b1", 2)
 	if st := f.stats(); st.OnlineGPUs != 2 {
 		t.Fatalf("%d GPUs online, want 2", st.OnlineGPUs)
 	}

@@ -86,6 +86,14 @@ func (f *fake) backend(t *testing.T, name string, gpus int) *servicetest.Backend
 	return servicetest.ConnectBackend(t, f.net, f.s.Addr(), name, gpus)
 }
 
+// readyBackend connects a backend whose GPUs are online at once.
+func (f *fake) readyBackend(t *testing.T, name string, gpus int) *servicetest.Backend {
+	t.Helper()
+	b := f.backend(t, name, gpus)
+	b.Ready(t)
+	return b
+}
+
 // stats is the service's counters.
 func (f *fake) stats() Stats { return f.s.Snapshot() }
 
@@ -187,8 +195,7 @@ func TestRefusals(t *testing.T) {
 // or split them, as its timers fell.)
 func TestTasksBecomePlans(t *testing.T) {
 	f := startFake(t, nil)
-	b := f.backend(t, "b1", 1)
-	b.Ready(t)
+	b := f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
 	before := time.Now().UnixNano()
 	tasks := []wire.Task{servicetest.Task(11, 0, soon+2*time.Millisecond), servicetest.Task(12, 0, soon), servicetest.Task(13, 0, soon+time.Millisecond)}
@@ -241,8 +248,7 @@ func TestTasksBecomePlans(t *testing.T) {
 // Tasks the scheduler cannot serve end at once, each with the reason.
 func TestDropsSayWhy(t *testing.T) {
 	f := startFake(t, nil)
-	b := f.backend(t, "b1", 1)
-	b.Ready(t)
+	f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
 	fe.Submit(t,
 		servicetest.Task(1, 7, soon),                            // no model 7
@@ -277,8 +283,7 @@ func TestDropsSayWhy(t *testing.T) {
 // to another backend.
 func TestLeavingBackendFinishesItsPlans(t *testing.T) {
 	f := startFake(t, nil)
-	b1 := f.backend(t, "b1", 1)
-	b1.Ready(t)
+	b1 := f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
 	fe.Submit(t, servicetest.Task(1, 0, soon))
 	p := b1.Plan(t)
@@ -289,8 +294,7 @@ func TestLeavingBackendFinishesItsPlans(t *testing.T) {
 	if st := f.stats(); st.OnlineGPUs != 0 || st.PlansInFlight != 1 {
 		t.Errorf("draining: %d GPUs online, %d plans in flight; want 0 and 1", st.OnlineGPUs, st.PlansInFlight)
 	}
-	b2 := f.backend(t, "b2", 1)
-	b2.Ready(t)
+	b2 := f.readyBackend(t, "b2", 1)
 	fe.Submit(t, servicetest.Task(2, 0, soon))
 	if p2 := b2.Plan(t); p2.GPU != b2.FirstGPU || len(p2.Tasks) != 1 || p2.Tasks[0].ID != 2 {
 		t.Errorf("the task after Leaving went to %+v, want b2's GPU %d", p2, b2.FirstGPU)
@@ -309,10 +313,8 @@ func TestLeavingBackendFinishesItsPlans(t *testing.T) {
 // backend's GPU serves them.
 func TestPlanForADrainingGPUIsRequeued(t *testing.T) {
 	f := startFake(t, nil)
-	b1 := f.backend(t, "b1", 1)
-	b1.Ready(t)
-	b2 := f.backend(t, "b2", 1)
-	b2.Ready(t)
+	b1 := f.readyBackend(t, "b1", 1)
+	b2 := f.readyBackend(t, "b2", 1)
 	fe := f.frontend(t, "f1")
 	b1.Leave(t)
 	servicetest.Expect[*wire.LeaveOK](t, b1)
@@ -348,8 +350,7 @@ func TestPlanForADrainingGPUIsRequeued(t *testing.T) {
 // with one end naming the backend.
 func TestLostBackendFailsItsPlans(t *testing.T) {
 	f := startFake(t, nil)
-	b := f.backend(t, "b1", 1)
-	b.Ready(t)
+	b := f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
 	fe.Submit(t, servicetest.Task(1, 0, soon), servicetest.Task(2, 0, soon))
 	p := b.Plan(t)
@@ -372,8 +373,7 @@ func TestLostBackendFailsItsPlans(t *testing.T) {
 // for the stall's messages, not for the time.
 func TestSilentBackendStalls(t *testing.T) {
 	f := startFake(t, func(c *Config) { c.StallAfter = 200 * time.Millisecond })
-	b := f.backend(t, "b1", 1)
-	b.Ready(t)
+	b := f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
 	fe.Submit(t, servicetest.Task(1, 0, soon))
 	p := b.Plan(t)
@@ -406,8 +406,7 @@ func TestSilentBackendStalls(t *testing.T) {
 func drainSetup(t *testing.T) (*fake, *servicetest.Backend, *servicetest.Frontend, *wire.Plan) {
 	t.Helper()
 	f := startFake(t, func(c *Config) { c.StallAfter, c.DrainTimeout = time.Minute, time.Minute })
-	b := f.backend(t, "b1", 1)
-	b.Ready(t)
+	b := f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
 	fe.Submit(t, servicetest.Task(1, 0, soon))
 	p := b.Plan(t)

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/internal/addrbook"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -34,79 +34,23 @@ import (
 // keep it, and a message the codec refuses fails Send. Dial works as on
 // the other networks, so the code under test may also dial out.
 type Network struct {
-	mu        sync.Mutex
-	listeners map[string]*fakeListener
-	seq       int
+	book *addrbook.Book[*end]
 }
 
 var _ transport.Network = (*Network)(nil)
 
 // NewNetwork returns an empty network.
-func NewNetwork() *Network { return &Network{listeners: map[string]*fakeListener{}} }
-
-var errListenerClosed = errors.New("transporttest: listener closed")
+func NewNetwork() *Network { return &Network{book: addrbook.New[*end]("fake")} }
 
 // Listen registers addr; an empty one or one ending in ":0" gets a fresh
 // "fake://N" address.
 func (n *Network) Listen(addr string, accept transport.Acceptor) (transport.Listener, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if addr == "" || strings.HasSuffix(addr, ":0") {
-		for addr = ""; addr == "" || n.listeners[addr] != nil; {
-			n.seq++
-			addr = fmt.Sprintf("fake://%d", n.seq)
-		}
-	} else if n.listeners[addr] != nil {
-		return nil, fmt.Errorf("transporttest: listen %s: address in use", addr)
-	}
-	l := &fakeListener{net: n, addr: addr, accept: accept, conns: map[*end]struct{}{}}
-	n.listeners[addr] = l
-	return l, nil
+	return n.book.Listen(addr, accept)
 }
 
 // Listening returns the addresses listened on now, in no order: how a test
 // finds the address of a listener the code under test opened on ":0".
-func (n *Network) Listening() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]string, 0, len(n.listeners))
-	for a := range n.listeners {
-		out = append(out, a)
-	}
-	return out
-}
-
-type fakeListener struct {
-	net    *Network
-	addr   string
-	accept transport.Acceptor
-
-	mu     sync.Mutex
-	conns  map[*end]struct{}
-	closed bool
-}
-
-func (l *fakeListener) Addr() string { return l.addr }
-
-// Close unregisters the address and closes every accepted connection.
-func (l *fakeListener) Close() error {
-	l.net.mu.Lock()
-	if l.net.listeners[l.addr] == l {
-		delete(l.net.listeners, l.addr)
-	}
-	l.net.mu.Unlock()
-	l.mu.Lock()
-	l.closed = true
-	conns := make([]*end, 0, len(l.conns))
-	for e := range l.conns {
-		conns = append(conns, e)
-	}
-	l.mu.Unlock()
-	for _, e := range conns {
-		e.Close(errListenerClosed)
-	}
-	return nil
-}
+func (n *Network) Listening() []string { return n.book.Addresses() }
 
 // Peer is a connection a test drives by hand: the dialer's side of a
 // connection to a listener of the Network.
@@ -150,25 +94,15 @@ func (n *Network) dial(ctx context.Context, addr string, hello *wire.Hello, h tr
 	if err != nil {
 		return nil, nil, err
 	}
-	n.mu.Lock()
-	l := n.listeners[addr]
-	n.seq++
-	id := n.seq
-	n.mu.Unlock()
-	if l == nil {
-		return nil, nil, fmt.Errorf("transporttest: dial %s: no listener", addr)
+	l, id, err := n.book.Lookup(addr)
+	if err != nil {
+		return nil, nil, err
 	}
 	d := newEnd(addr, nil)
 	a := newEnd(fmt.Sprintf("fake-dialer-%d", id), l)
 	d.peer, a.peer = a, d
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.conns[a] = struct{}{}
-	}
-	l.mu.Unlock()
-	if closed {
-		return nil, nil, fmt.Errorf("transporttest: dial %s: %w", addr, errListenerClosed)
+	if err := l.Add(a); err != nil {
+		return nil, nil, err
 	}
 
 	type answer struct {
@@ -198,29 +132,18 @@ func (n *Network) dial(ctx context.Context, addr string, hello *wire.Hello, h tr
 // handshake answers a dialer's hello on the accepted end a, as the tcp
 // and inproc listeners do.
 func (a *end) handshake(hello *wire.Hello) (*wire.Welcome, error) {
-	reject := func(reason string) error {
-		a.Close(&transport.RejectedError{Reason: reason})
-		a.start(nil)
-		return &transport.RejectedError{Reason: reason}
+	w, h, rej := a.ln.Answer(a, hello)
+	if rej == nil {
+		var err error
+		if w, err = clone(w); err == nil {
+			a.start(h)
+			return w, nil
+		}
+		rej = &wire.Reject{Reason: err.Error()}
 	}
-	if hello.Version != wire.Version {
-		return nil, reject(fmt.Sprintf("protocol version %d, want %d", hello.Version, wire.Version))
-	}
-	w, h, err := a.ln.accept(a, hello)
-	if err != nil {
-		return nil, reject(err.Error())
-	}
-	if w == nil {
-		w = &wire.Welcome{Version: wire.Version}
-	}
-	if h == nil {
-		h = transport.HandlerFuncs{}
-	}
-	if w, err = clone(w); err != nil {
-		return nil, reject(err.Error())
-	}
-	a.start(h)
-	return w, nil
+	a.Close(&transport.RejectedError{Reason: rej.Reason})
+	a.start(nil)
+	return nil, &transport.RejectedError{Reason: rej.Reason}
 }
 
 func clone[M wire.Message](m M) (M, error) {
@@ -245,7 +168,7 @@ type item struct {
 // end is one side of a connection: its incoming queue, delivered in order
 // to its handler by its own goroutine, or read by a test through a Peer.
 type end struct {
-	ln     *fakeListener // the listener that accepted it; nil if dialed
+	ln     *addrbook.Listener[*end] // the listener that accepted it; nil if dialed
 	remote string
 	peer   *end
 
@@ -263,7 +186,7 @@ type end struct {
 	handled chan struct{}     // closed once OnClose (if any) has returned
 }
 
-func newEnd(remote string, ln *fakeListener) *end {
+func newEnd(remote string, ln *addrbook.Listener[*end]) *end {
 	return &end{ln: ln, remote: remote, kick: make(chan struct{}, 1), held: true,
 		done: make(chan struct{}), handled: make(chan struct{})}
 }
@@ -440,18 +363,12 @@ func (e *end) finish() {
 	e.mu.Unlock()
 	e.peer.hangUp()
 	if e.ln != nil {
-		e.ln.remove(e)
+		e.ln.Remove(e)
 	}
 	if h != nil {
 		h.OnClose(e, reason)
 	}
 	close(e.handled)
-}
-
-func (l *fakeListener) remove(e *end) {
-	l.mu.Lock()
-	delete(l.conns, e)
-	l.mu.Unlock()
 }
 
 // Send delivers m to the listener's handler and returns once OnMessage

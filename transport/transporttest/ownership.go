@@ -124,13 +124,14 @@ func testReceivedKept(t *testing.T, e *env) {
 	}
 }
 
+// receive returns the next value from ch, waiting up to Wait.
 func receive[M any](t *testing.T, ch <-chan M) M {
 	t.Helper()
 	select {
 	case m := <-ch:
 		return m
 	case <-time.After(Wait):
-		t.Fatal("timed out waiting for a message")
+		t.Fatalf("nothing received within %v", Wait)
 		var zero M
 		return zero
 	}

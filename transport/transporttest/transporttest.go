@@ -226,13 +226,7 @@ func (e *env) dial(addr string, onMsg func(transport.Conn, wire.Message)) (trans
 
 func next(t *testing.T, conns <-chan accepted) accepted {
 	t.Helper()
-	select {
-	case a := <-conns:
-		return a
-	case <-time.After(Wait):
-		t.Fatal("timed out waiting for an accepted connection")
-		return accepted{}
-	}
+	return receive(t, conns)
 }
 
 func submit(id uint64) *wire.Submit {
