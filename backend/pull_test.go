@@ -34,28 +34,30 @@ func newIncast(tb testing.TB, n transport.Network, addr string, frontends, size 
 	ic := &incast{puller: newTCPPuller(n, "bench-backend", transport.DefaultBackoff(), zerolog.Nop())}
 	tb.Cleanup(ic.puller.closeAll)
 	for f := 1; f <= frontends; f++ {
-		ln := serveInputs(tb, n, addr)
+		inputs := transporttest.NewMemInputs()
+		at := serveInputs(tb, n, addr, inputs, nil)
 		buf := make([]byte, size)
 		for i := range buf {
 			buf[i] = byte(f + i)
 		}
-		ic.refs = append(ic.refs, ln.Put(uint64(f), buf))
+		ic.refs = append(ic.refs, inputs.Put(uint64(f), buf))
 		ic.want = append(ic.want, buf)
-		ic.puller.up(uint32(f), ln.Addr())
+		ic.puller.up(uint32(f), at)
 	}
 	return ic
 }
 
-// serveInputs serves a fake frontend's inputs on addr of n until the test
-// ends.
-func serveInputs(tb testing.TB, n transport.Network, addr string) *transporttest.Inputs {
+// serveInputs serves a fake frontend's data address with src's inputs
+// (and rdma's queue pairs, if not nil) on addr of n until the test ends,
+// and returns the address.
+func serveInputs(tb testing.TB, n transport.Network, addr string, src transporttest.InputSource, rdma transporttest.RDMAPeer) string {
 	tb.Helper()
-	ln, err := transporttest.ServeInputs(n, addr)
+	ln, err := transporttest.ServeInputs(n, addr, src, rdma)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = ln.Close() })
-	return ln
+	return ln.Addr()
 }
 
 // pull reads every frontend's input at once, as startPlan does, and
@@ -254,13 +256,14 @@ func BenchmarkMachineWakeups(b *testing.B) {
 // come back.
 func TestPullSplitsLargeReads(t *testing.T) {
 	n := inproc.New()
-	ln := serveInputs(t, n, "")
+	inputs := transporttest.NewMemInputs()
+	at := serveInputs(t, n, "", inputs, nil)
 	p := newTCPPuller(n, "b", transport.DefaultBackoff(), zerolog.Nop())
 	defer p.closeAll()
-	p.up(1, ln.Addr())
+	p.up(1, at)
 	var ops []wire.InputRef
 	for i := 0; i < 5; i++ { // 5 × 10 MiB: two reads of 30 and 20 MiB
-		ops = append(ops, ln.Put(uint64(i+1), bytes.Repeat([]byte{byte(i)}, 10<<20)))
+		ops = append(ops, inputs.Put(uint64(i+1), bytes.Repeat([]byte{byte(i)}, 10<<20)))
 	}
 	dst := make([][]byte, len(ops))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
