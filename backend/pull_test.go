@@ -12,15 +12,17 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/inproc"
 	"github.com/symphony-serving/symphony/transport/tcp"
+	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // incast is the paper's §5.5 incast: one backend pulls one batch whose
-// inputs sit on several frontends at once.
+// inputs sit on several frontends at once. The frontends' data addresses
+// are transporttest.Inputs, which answer reads as the frontend's input
+// server does: backend tests may not import the frontend.
 type incast struct {
 	puller *tcpPuller
 	refs   []wire.InputRef // refs[i] lives on frontend i+1
@@ -32,25 +34,30 @@ func newIncast(tb testing.TB, n transport.Network, addr string, frontends, size 
 	ic := &incast{puller: newTCPPuller(n, "bench-backend", transport.DefaultBackoff(), zerolog.Nop())}
 	tb.Cleanup(ic.puller.closeAll)
 	for f := 1; f <= frontends; f++ {
-		store := frontend.NewInputStore(8<<20, 64<<20)
-		ln, err := frontend.ServeInputs(n, addr, store, nil, zerolog.Nop())
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { _ = ln.Close() })
+		inputs := transporttest.NewMemInputs()
+		at := serveInputs(tb, n, addr, inputs, nil)
 		buf := make([]byte, size)
 		for i := range buf {
 			buf[i] = byte(f + i)
 		}
-		ref, err := store.Put(uint64(f), buf)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ic.refs = append(ic.refs, ref)
+		ic.refs = append(ic.refs, inputs.Put(uint64(f), buf))
 		ic.want = append(ic.want, buf)
-		ic.puller.up(uint32(f), ln.Addr())
+		ic.puller.up(uint32(f), at)
 	}
 	return ic
+}
+
+// serveInputs serves a fake frontend's data address with src's inputs
+// (and rdma's queue pairs, if not nil) on addr of n until the test ends,
+// and returns the address.
+func serveInputs(tb testing.TB, n transport.Network, addr string, src transporttest.InputSource, rdma transporttest.RDMAPeer) string {
+	tb.Helper()
+	ln, err := transporttest.ServeInputs(n, addr, src, rdma)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr()
 }
 
 // pull reads every frontend's input at once, as startPlan does, and
@@ -249,23 +256,14 @@ func BenchmarkMachineWakeups(b *testing.B) {
 // come back.
 func TestPullSplitsLargeReads(t *testing.T) {
 	n := inproc.New()
-	store := frontend.NewInputStore(8<<20, 256<<20)
-	ln, err := frontend.ServeInputs(n, "", store, nil, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	inputs := transporttest.NewMemInputs()
+	at := serveInputs(t, n, "", inputs, nil)
 	p := newTCPPuller(n, "b", transport.DefaultBackoff(), zerolog.Nop())
 	defer p.closeAll()
-	p.up(1, ln.Addr())
+	p.up(1, at)
 	var ops []wire.InputRef
 	for i := 0; i < 5; i++ { // 5 × 10 MiB: two reads of 30 and 20 MiB
-		in := bytes.Repeat([]byte{byte(i)}, 10<<20)
-		ref, err := store.Put(uint64(i+1), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ops = append(ops, ref)
+		ops = append(ops, inputs.Put(uint64(i+1), bytes.Repeat([]byte{byte(i)}, 10<<20)))
 	}
 	dst := make([][]byte, len(ops))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -12,20 +12,23 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/inproc"
 	"github.com/symphony-serving/symphony/transport/rdma"
+	"github.com/symphony-serving/symphony/transport/rdma/rdmatest"
 	"github.com/symphony-serving/symphony/transport/tcp"
+	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // rdmaCluster is a backend's RDMA puller and frontends whose stores it
 // READs, each frontend and the backend on a fabric of their own, with
-// queue pairs brought up over the data connections of n.
+// queue pairs brought up over the data connections of n. The frontends
+// are rdmatest stores behind transporttest data addresses: backend tests
+// may not import the frontend.
 type rdmaCluster struct {
 	puller *rdmaPuller
-	stores []*frontend.InputStore // stores[i] is frontend i+1's
+	stores []*rdmatest.Store // stores[i] is frontend i+1's
 }
 
 // newRDMACluster starts frontends with RDMA (their stores registered with
@@ -55,40 +58,33 @@ func newRDMACluster(tb testing.TB, n transport.Network, addr string, open func(n
 		rc2.puller.close()
 	})
 	for f := 1; f <= frontends+tcpOnly; f++ {
-		var store *frontend.InputStore
-		var opts []frontend.ServeOption
+		var store *rdmatest.Store
+		var exp *rdma.Exporter // nil: the frontend refuses RDMA
 		if f <= frontends {
 			ffab, err := open(fmt.Sprintf("frontend-%d", f))
 			if err != nil {
 				tb.Fatal(err)
 			}
-			exp, err := rdma.NewExporter(rdma.ExporterConfig{Fabric: ffab, Log: zerolog.Nop()})
-			if err != nil {
+			if exp, err = rdma.NewExporter(rdma.ExporterConfig{Fabric: ffab, Log: zerolog.Nop()}); err != nil {
 				tb.Fatal(err)
 			}
-			store, err = frontend.NewInputStoreWith(frontend.StoreConfig{RegionSize: 1 << 20, MaxBytes: 16 << 20,
-				Regions: exp, Seal: exp.Seal(), ReuseDelay: exp.ReuseDelay()})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			opts = append(opts, frontend.WithRDMA(exp))
+			store = rdmatest.NewStore(exp, 1<<20)
 			tb.Cleanup(func() { exp.Close(); store.Close() })
 		} else {
-			store = frontend.NewInputStore(8<<20, 64<<20)
-			opts = append(opts, frontend.RefuseRDMA("test frontend without RDMA"))
+			store = rdmatest.NewStore(nil, 1<<20)
 		}
-		ln, err := frontend.ServeInputs(n, addr, store, nil, zerolog.Nop(), opts...)
-		if err != nil {
-			tb.Fatal(err)
+		var peer transporttest.RDMAPeer
+		if exp != nil {
+			peer = exp
 		}
-		tb.Cleanup(func() { _ = ln.Close() })
+		at := serveInputs(tb, n, addr, store, peer)
 		rc2.stores = append(rc2.stores, store)
-		// A region exists before the backend connects: it comes with the
-		// accept; later ones are announced.
+		// The region exists before the backend connects: it comes with
+		// the accept.
 		if _, err := store.Put(1<<40+uint64(f), []byte("warm")); err != nil {
 			tb.Fatal(err)
 		}
-		tp.up(uint32(f), ln.Addr())
+		tp.up(uint32(f), at)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

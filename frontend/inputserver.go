@@ -100,8 +100,8 @@ func (s *inputServer) serveRead(conn transport.Conn, rd *wire.Read) {
 			rep.Data[i] = b
 			unpins = append(unpins, unpin)
 		}
-		// Send encodes the reply before it returns, so the bytes may be
-		// unpinned right after.
+		// Send is done with the reply when it returns (the contract of
+		// transport.Conn.Send), so the bytes may be unpinned right after.
 		if err := conn.Send(rep); err != nil {
 			s.log.Debug().Err(err).Msg("read reply not sent")
 		}

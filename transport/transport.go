@@ -26,6 +26,16 @@ type Conn interface {
 	// Send queues m to be sent. It is safe for concurrent use and does not
 	// wait for the peer. Messages sent from one goroutine arrive in order.
 	// After the connection closed it returns ErrClosed.
+	//
+	// Send is done with m when it returns: it encodes m (or copies it)
+	// before returning and never reads m, or a slice or value m refers
+	// to, afterwards. The caller may change or reuse all of it at once,
+	// and the peer still receives m as it was at the call. This is what
+	// lets a sender hand over memory it does not own for long: the input
+	// server sends inputs straight out of its store and releases them
+	// right after Send (frontend/inputserver.go), and a backend reuses
+	// its batch buffers. A Conn that holds messages back (a test double,
+	// a fault injector's frozen connection) must keep deep copies.
 	Send(m wire.Message) error
 	// Close closes the connection with a reason (logged, and passed to the
 	// handler's OnClose). Closing twice is harmless.
@@ -39,6 +49,14 @@ type Conn interface {
 // connections may overlap. OnClose runs exactly once, after the last
 // OnMessage, whoever closed the connection and why.
 type Handler interface {
+	// OnMessage handles m, which belongs to the handler from then on: the
+	// network builds a fresh message for every delivery (decoding copies
+	// every byte slice out of its read buffers) and never reads or writes
+	// m, or anything m refers to, after the call. A handler may therefore
+	// keep m or its slices past the call (queue it, hand it to another
+	// goroutine, keep a reply's input bytes for a batch) without copying;
+	// a network that reused its buffers under a kept message would change
+	// a request's input after it was checked.
 	OnMessage(c Conn, m wire.Message)
 	OnClose(c Conn, err error)
 }

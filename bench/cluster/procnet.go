@@ -51,7 +51,7 @@ func (c *procConn) Send(m wire.Message) error {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
 	if c.p.frozen {
-		cp, err := wire.Decode(m.Kind(), wire.Marshal(m))
+		cp, err := wire.Clone(m)
 		if err != nil {
 			return err
 		}

@@ -1001,6 +1001,9 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 			st.outstanding[plan.ID] = sentPlan{model: p.Model, reqs: reqs}
 			s.inFlight++
 			freeAt = s.watch.Sent(p.GPU, p.ID, p.ExecAt, p.FinishAt.Sub(p.ExecAt))
+			// Counted with the plan in flight, so that no Snapshot
+			// (nor a report of the plan) sees one without the other.
+			s.count(func(c *Stats) { c.Planned += uint64(len(reqs)); c.Plans++ })
 		}
 	}
 	s.mu.Unlock()
@@ -1009,10 +1012,6 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	}
 	if !takes {
 		s.requeue(p.Model, keep)
-		return freeAt
-	}
-	if len(plan.Tasks) > 0 {
-		s.count(func(st *Stats) { st.Planned += uint64(len(reqs)); st.Plans++ })
 	}
 	return freeAt
 }

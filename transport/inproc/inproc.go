@@ -15,84 +15,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/symphony-serving/symphony/transport"
+	"github.com/symphony-serving/symphony/transport/internal/addrbook"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
 // Network is a registry of listening addresses. Networks are independent:
 // no state is global, so tests can run many side by side.
 type Network struct {
-	mu        sync.Mutex
-	listeners map[string]*listener
-	seq       uint64
+	book *addrbook.Book[*end]
 }
 
 var _ transport.Network = (*Network)(nil)
 
 // New returns an empty Network.
-func New() *Network { return &Network{listeners: make(map[string]*listener)} }
-
-var errListenerClosed = errors.New("inproc: listener closed")
+func New() *Network { return &Network{book: addrbook.New[*end]("inproc")} }
 
 // Listen registers addr, any string. An empty address or one ending in
-// ":0" gets a fresh "inproc://N" address, like port 0 on TCP.
+// ":0" gets a fresh "inproc://N" address, like port 0 on TCP. Closing the
+// listener closes every connection it accepted.
 func (n *Network) Listen(addr string, accept transport.Acceptor) (transport.Listener, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if addr == "" || strings.HasSuffix(addr, ":0") {
-		for addr == "" || strings.HasSuffix(addr, ":0") || n.listeners[addr] != nil {
-			n.seq++
-			addr = fmt.Sprintf("inproc://%d", n.seq)
-		}
-	}
-	if n.listeners[addr] != nil {
-		return nil, fmt.Errorf("inproc: listen %s: address in use", addr)
-	}
-	l := &listener{net: n, addr: addr, accept: accept, conns: make(map[*end]struct{})}
-	n.listeners[addr] = l
-	return l, nil
-}
-
-type listener struct {
-	net    *Network
-	addr   string
-	accept transport.Acceptor
-
-	mu     sync.Mutex
-	conns  map[*end]struct{}
-	closed bool
-}
-
-func (l *listener) Addr() string { return l.addr }
-
-// Close unregisters the address and closes every accepted connection.
-func (l *listener) Close() error {
-	l.net.mu.Lock()
-	if l.net.listeners[l.addr] == l {
-		delete(l.net.listeners, l.addr)
-	}
-	l.net.mu.Unlock()
-	l.mu.Lock()
-	l.closed = true
-	conns := make([]*end, 0, len(l.conns))
-	for e := range l.conns {
-		conns = append(conns, e)
-	}
-	l.mu.Unlock()
-	for _, e := range conns {
-		e.Close(errListenerClosed)
-	}
-	return nil
-}
-
-func (l *listener) remove(e *end) {
-	l.mu.Lock()
-	delete(l.conns, e)
-	l.mu.Unlock()
+	return n.book.Listen(addr, accept)
 }
 
 // Dial connects to the listener at addr and runs the handshake within ctx.
@@ -105,26 +51,16 @@ func (n *Network) Dial(ctx context.Context, addr string, hello *wire.Hello, h tr
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	n.mu.Lock()
-	l := n.listeners[addr]
-	n.seq++
-	id := n.seq
-	n.mu.Unlock()
-	if l == nil {
-		return nil, nil, fmt.Errorf("inproc: dial %s: no listener", addr)
+	l, id, err := n.book.Lookup(addr)
+	if err != nil {
+		return nil, nil, err
 	}
 	up, down := newPipe(false), newPipe(true) // down is held until the Welcome
 	d := &end{remote: addr, in: down, out: up, done: make(chan struct{}),
 		answer: make(chan wire.Message, 1), ready: make(chan struct{})}
 	a := &end{ln: l, remote: fmt.Sprintf("inproc-dialer-%d", id), in: up, out: down, done: make(chan struct{})}
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.conns[a] = struct{}{}
-	}
-	l.mu.Unlock()
-	if closed {
-		return nil, nil, fmt.Errorf("inproc: dial %s: %w", addr, errListenerClosed)
+	if err := l.Add(a); err != nil {
+		return nil, nil, err
 	}
 	go a.read()
 	go d.read()
@@ -140,7 +76,6 @@ func (n *Network) Dial(ctx context.Context, addr string, hello *wire.Hello, h tr
 	case <-d.done:
 	case <-ctx.Done():
 	}
-	var err error
 	var w *wire.Welcome
 	switch m := answer.(type) {
 	case *wire.Welcome:
@@ -254,7 +189,7 @@ func (p *pipe) take(buf []byte) ([]byte, bool) {
 
 // end is one side of a connection.
 type end struct {
-	ln      *listener // the listener that accepted it; nil if dialed
+	ln      *addrbook.Listener[*end] // the listener that accepted it; nil if dialed
 	remote  string
 	in, out *pipe
 	stopped atomic.Bool // Close was called: deliver nothing more
@@ -368,34 +303,17 @@ func (e *end) deliver(m wire.Message) bool {
 
 // handshake answers the dialer's Hello as the TCP listener does.
 func (e *end) handshake(hello *wire.Hello) bool {
-	if hello.Version != wire.Version {
-		e.reject(fmt.Sprintf("protocol version %d, want %d", hello.Version, wire.Version))
+	w, h, rej := e.ln.Answer(e, hello)
+	if rej != nil {
+		e.out.release(rej, true)
+		e.Close(&transport.RejectedError{Reason: rej.Reason})
 		return false
-	}
-	w, h, err := e.ln.accept(e, hello)
-	if err != nil {
-		e.reject(err.Error())
-		return false
-	}
-	if w == nil {
-		w = &wire.Welcome{Version: wire.Version}
-	}
-	if h == nil {
-		h = transport.HandlerFuncs{}
 	}
 	e.mu.Lock()
 	e.h, e.recv, e.established = h, h, true
 	e.mu.Unlock()
 	e.out.release(w, false)
 	return true
-}
-
-func (e *end) reject(reason string) {
-	if len(reason) > wire.MaxReason {
-		reason = reason[:wire.MaxReason]
-	}
-	e.out.release(&wire.Reject{Reason: reason}, true)
-	e.Close(&transport.RejectedError{Reason: reason})
 }
 
 // finish runs once read has returned: it ends both pipes, so the peer
@@ -411,7 +329,7 @@ func (e *end) finish() {
 	e.out.close()
 	e.in.halt()
 	if e.ln != nil {
-		e.ln.remove(e)
+		e.ln.Remove(e)
 	}
 	close(e.done)
 	if h != nil {

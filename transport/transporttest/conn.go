@@ -7,8 +7,8 @@ import (
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
-// RecordingConn is a transport.Conn without a network: it keeps what is
-// sent on it, so that a test can drive code that answers over a
+// RecordingConn is a transport.Conn without a network: it keeps copies of
+// what is sent on it, so that a test can drive code that answers over a
 // connection (an RDMA exporter, say) and hand the answers on itself.
 type RecordingConn struct {
 	// Remote is what RemoteAddr reports.
@@ -20,11 +20,18 @@ type RecordingConn struct {
 
 var _ transport.Conn = (*RecordingConn)(nil)
 
-// Send keeps m.
+// Send keeps a wire.Clone of m, made through the codec as a real
+// connection encodes it: the caller may reuse m once Send returns (the
+// transport.Conn contract), and a message that would not survive the wire
+// fails here, as the peer would refuse it.
 func (c *RecordingConn) Send(m wire.Message) error {
+	cp, err := wire.Clone(m)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sent = append(c.sent, m)
+	c.sent = append(c.sent, cp)
 	return nil
 }
 

@@ -35,6 +35,8 @@ func Run(t *testing.T, newNet func(t *testing.T) transport.Network) {
 		{"Order", testOrder},
 		{"ConcurrentSend", testConcurrentSend},
 		{"LargeMessage", testLargeMessage},
+		{"SendCopies", testSendCopies},
+		{"ReceivedKept", testReceivedKept},
 		{"FramesAfterWelcome", testFramesAfterWelcome},
 		{"LocalClose", testLocalClose},
 		{"PeerClose", testPeerClose},
@@ -224,13 +226,7 @@ func (e *env) dial(addr string, onMsg func(transport.Conn, wire.Message)) (trans
 
 func next(t *testing.T, conns <-chan accepted) accepted {
 	t.Helper()
-	select {
-	case a := <-conns:
-		return a
-	case <-time.After(Wait):
-		t.Fatal("timed out waiting for an accepted connection")
-		return accepted{}
-	}
+	return receive(t, conns)
 }
 
 func submit(id uint64) *wire.Submit {

@@ -83,6 +83,14 @@ func Decode(k Kind, body []byte) (Message, error) {
 // Marshal returns m's body alone, without the frame header.
 func Marshal(m Message) []byte { return AppendFrame(nil, m)[HeaderSize:] }
 
+// Clone returns a deep copy of m, encoded and decoded as a connection
+// carries it, so that it shares no memory with m. A transport.Conn that
+// holds messages back instead of encoding them at once (a test double, a
+// frozen connection of a fault scenario) keeps clones: its caller may
+// reuse m once Send returns. An m that would not survive the wire fails
+// here as the peer would refuse it.
+func Clone(m Message) (Message, error) { return Decode(m.Kind(), Marshal(m)) }
+
 // decoder reads msgpack values with a sticky error, and checks every
 // declared length against the bytes left, so that a hostile length cannot
 // make it allocate more than the frame holds.

@@ -1,4 +1,4 @@
-package scheduler_test
+package sim_test
 
 import (
 	"testing"
@@ -17,7 +17,9 @@ import (
 // batches shrink below what keeps up with the load, the backlog grows, and
 // it ends with a whole window pruned at once. With it, the heads that stand
 // in the way of a keep-up batch go early and few at a time, and fewer
-// requests are lost in all.
+// requests are lost in all. It drives the cores with property_test.go's
+// hand-driven harness, and lives beside it in bench/sim for the same
+// reason: scheduler's tests may not import bench/workload.
 func TestKeepUpPruningBreaksCascades(t *testing.T) {
 	w := &workload.Workload{
 		Source: "table4-inceptionresnetv2", Seed: 42, Duration: 10 * time.Second, Warmup: time.Second,

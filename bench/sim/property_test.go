@@ -1,4 +1,4 @@
-package scheduler_test
+package sim_test
 
 import (
 	"fmt"
@@ -22,7 +22,10 @@ import (
 //
 // They are checked twice: by a small discrete-event loop written here that
 // drives ModelCores and a RankCore by hand, with its own oracle, and by
-// bench/sim.Run, whose accounting is a second, independent oracle.
+// bench/sim.Run, whose accounting is a second, independent oracle. They
+// are tests of package scheduler that live here, as an external test of
+// bench/sim, because scheduler's own tests may not import bench/ (bench
+// imports scheduler, never the other way round).
 
 const propertySeeds = 200
 
