@@ -95,7 +95,7 @@ func (o Options) withDefaults(w *workload.Workload) Options {
 // cluster.
 type pending interface {
 	Done() <-chan struct{}
-	outcome() (error, frontend.Timing)
+	outcome() (frontend.Timing, error)
 }
 
 // starter issues one request.
@@ -105,7 +105,7 @@ type starter func(ctx context.Context, model string, input []byte) pending
 // without an allocation.
 type call struct{ *frontend.Call }
 
-func (c call) outcome() (error, frontend.Timing) { return c.Err, c.Timing }
+func (c call) outcome() (frontend.Timing, error) { return c.Timing, c.Err }
 
 // Run offers w's load to t in real time: warmup, then the measured window.
 // It waits for every request to end and returns the report of the window.

@@ -69,7 +69,7 @@ type fakeCall struct {
 }
 
 func (c *fakeCall) Done() <-chan struct{}             { return c.done }
-func (c *fakeCall) outcome() (error, frontend.Timing) { return c.err, c.t }
+func (c *fakeCall) outcome() (frontend.Timing, error) { return c.t, c.err }
 
 // fake is a target whose k-th request for a model ends as behave says.
 type fake struct {
