@@ -14,6 +14,7 @@ import (
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport/inproc"
 )
 
@@ -100,9 +101,8 @@ func TestFloodAtThreeTimesGoodput(t *testing.T) {
 		Source: "flood", Seed: 7, Duration: time.Second, Warmup: 200 * time.Millisecond,
 		Cluster: workload.Cluster{GPUs: 2},
 		Network: scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond},
-		Models: []workload.Model{{Name: "m", Profile: prof, SLO: 40 * time.Millisecond,
-			Rates: []workload.RatePhase{{Rate: 500}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
-		Policy: scheduler.PolicySymphony,
+		Models:  []workload.Model{{Model: serving.Model{Name: "m", Profile: prof, SLO: 40 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 500}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
+		Policy:  scheduler.PolicySymphony,
 	}
 	if err := w.Validate(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/frontend/gateway/kserveclient"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 func gatewayClient(t *testing.T, url string) *kserveclient.Client {
@@ -57,14 +58,14 @@ func TestGatewayTargetChecksTheModels(t *testing.T) {
 		{"cold", 30 * time.Millisecond, `model "cold" not ready`},
 		{"absent", 30 * time.Millisecond, "HTTP 404"},
 	} {
-		w := &workload.Workload{Source: "w.yaml", Models: []workload.Model{{Name: tc.model, SLO: tc.slo}}}
+		w := &workload.Workload{Source: "w.yaml", Models: []workload.Model{{Model: serving.Model{Name: tc.model, SLO: tc.slo}}}}
 		target, err := NewGatewayTarget(context.Background(), c, w)
 		if tc.want == "" && (err != nil || target == nil) || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s with SLO %v: err %v, want %q", tc.model, tc.slo, err, tc.want)
 		}
 	}
 	gw.Close()
-	w := &workload.Workload{Source: "w.yaml", Models: []workload.Model{{Name: "m", SLO: 30 * time.Millisecond}}}
+	w := &workload.Workload{Source: "w.yaml", Models: []workload.Model{{Model: serving.Model{Name: "m", SLO: 30 * time.Millisecond}}}}
 	if _, err := NewGatewayTarget(context.Background(), c, w); err == nil || !strings.Contains(err.Error(), "no answer") {
 		t.Errorf("server down: %v", err)
 	}
@@ -133,8 +134,7 @@ func (c *cycler) Ready() bool { return true }
 // the batches the gateway reports reach the report.
 func TestGatewayReportsTheEmbeddedReasons(t *testing.T) {
 	w := &workload.Workload{Source: "test", Seed: 3, Duration: 300 * time.Millisecond, Cluster: workload.Cluster{GPUs: 1},
-		Models: []workload.Model{{Name: "m", SLO: time.Second, Profile: profile.MustLinear(time.Millisecond, 100*time.Microsecond, 8),
-			Rates: []workload.RatePhase{{Rate: 400}}}}}
+		Models: []workload.Model{{Model: serving.Model{Name: "m", SLO: time.Second, Profile: profile.MustLinear(time.Millisecond, 100*time.Microsecond, 8)}, Rates: []workload.RatePhase{{Rate: 400}}}}}
 	run := func(target Target) ([]string, map[int]uint64) {
 		rep, err := Run(context.Background(), target, w, Options{InputBytes: func(string) int { return 16 }})
 		if err != nil {

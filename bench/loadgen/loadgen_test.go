@@ -15,6 +15,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -30,10 +31,7 @@ type model struct {
 func newWorkload(warmup, duration time.Duration, models ...model) *workload.Workload {
 	w := &workload.Workload{Source: "test", Seed: 7, Warmup: warmup, Duration: duration, Cluster: workload.Cluster{GPUs: 2}}
 	for _, m := range models {
-		w.Models = append(w.Models, workload.Model{
-			Name: m.name, SLO: m.slo, Profile: profile.MustLinear(msec, 100*time.Microsecond, 32),
-			Rates: []workload.RatePhase{{Rate: m.rate}},
-		})
+		w.Models = append(w.Models, workload.Model{Model: serving.Model{Name: m.name, SLO: m.slo, Profile: profile.MustLinear(msec, 100*time.Microsecond, 32)}, Rates: []workload.RatePhase{{Rate: m.rate}}})
 	}
 	return w
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 func stall(at, d time.Duration) workload.Fault {
@@ -100,7 +101,7 @@ func TestFaultTallyNoRecovery(t *testing.T) {
 func TestRecoveryWindowStopsAnSLOBeforeTheNextFault(t *testing.T) {
 	s := time.Second
 	w := &workload.Workload{
-		Models: []workload.Model{{SLO: 300 * time.Millisecond}},
+		Models: []workload.Model{{Model: serving.Model{SLO: 300 * time.Millisecond}}},
 		// The stall ends at 3.5s, half a second before the kill.
 		Faults: []workload.Fault{stall(s, 2500*time.Millisecond), {At: 4 * s, Action: workload.FaultKill, Target: workload.FaultTarget{Kind: workload.TargetScheduler}}},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // dailyWorkload is a small §5.6: six heavy 1080Ti models on up to gpus
@@ -34,7 +35,7 @@ func dailyWorkload(t *testing.T, gpus int, peak float64) *workload.Workload {
 			}
 		}
 		d := workload.DailyRate{Low: peak / 4, High: peak, Period: 20 * time.Minute, PeakAt: time.Duration(8+i) * time.Minute, Step: 30 * time.Second}
-		w.Models = append(w.Models, workload.Model{Name: name, Profile: s.Profile(), SLO: s.SLO, Rates: d.Phases(w.Duration)})
+		w.Models = append(w.Models, workload.Model{Model: serving.Model{Name: name, Profile: s.Profile(), SLO: s.SLO}, Rates: d.Phases(w.Duration)})
 	}
 	return w
 }

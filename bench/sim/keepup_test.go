@@ -7,6 +7,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // TestKeepUpPruningBreaksCascades runs the Table 4 InceptionResNetV2 row
@@ -25,11 +26,7 @@ func TestKeepUpPruningBreaksCascades(t *testing.T) {
 		Source: "table4-inceptionresnetv2", Seed: 42, Duration: 10 * time.Second, Warmup: time.Second,
 		Cluster: workload.Cluster{GPUs: 8},
 		Network: scheduler.Delays{Ctrl: 100 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 100 * time.Microsecond},
-		Models: []workload.Model{{
-			Name: "InceptionResNetV2", Profile: profile.MustLinear(5090*time.Microsecond, 18368*time.Microsecond, 0),
-			SLO: 70 * time.Millisecond, Rates: []workload.RatePhase{{Rate: 1000}},
-			Arrival: workload.Arrival{Kind: workload.ArrivalPoisson},
-		}},
+		Models:  []workload.Model{{Model: serving.Model{Name: "InceptionResNetV2", Profile: profile.MustLinear(5090*time.Microsecond, 18368*time.Microsecond, 0), SLO: 70 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 1000}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
 	}
 	run := func(hide bool) *harness {
 		h := newHarness(t, w)

@@ -10,6 +10,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // The safety properties every policy must keep, whatever the load:
@@ -77,12 +78,7 @@ func randomWorkload(seed uint64, pol scheduler.Policy) *workload.Workload {
 		slo := time.Duration(float64(base) * (1.2 + 4.8*rng.Float64()))
 		b := max(1, prof.LargestBatchWithin((slo-base+prof.Latency(1))/2))
 		capacity := prof.Throughput(b) * float64(w.Cluster.GPUs) / float64(n)
-		m := workload.Model{
-			Name:    fmt.Sprintf("m%d", i),
-			Profile: prof,
-			SLO:     slo,
-			Rates:   []workload.RatePhase{{Rate: load * capacity}},
-		}
+		m := workload.Model{Model: serving.Model{Name: fmt.Sprintf("m%d", i), Profile: prof, SLO: slo}, Rates: []workload.RatePhase{{Rate: load * capacity}}}
 		if rng.IntN(3) == 0 {
 			// A rate step: half the load, then the full load.
 			m.Rates = []workload.RatePhase{{Duration: w.Duration / 2, Rate: load * capacity / 2}, {Rate: load * capacity}}

@@ -11,6 +11,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 const (
@@ -27,10 +28,7 @@ func table4(pol scheduler.Policy, rate float64) *workload.Workload {
 	return &workload.Workload{
 		Source: "table4-resnet50", Seed: 42, Duration: 5 * time.Second, Warmup: time.Second,
 		Cluster: workload.Cluster{GPUs: 8}, Network: table4Network, Policy: pol,
-		Models: []workload.Model{{
-			Name: "ResNet50", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec,
-			Rates: []workload.RatePhase{{Rate: rate}},
-		}},
+		Models: []workload.Model{{Model: serving.Model{Name: "ResNet50", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec}, Rates: []workload.RatePhase{{Rate: rate}}}},
 	}
 }
 
@@ -78,16 +76,8 @@ func mixed(pol scheduler.Policy, seed uint64) *workload.Workload {
 		Cluster: workload.Cluster{GPUs: 4}, Network: table4Network, Policy: pol,
 		NexusFrontends: 3, AutoscaleWindow: 500 * msec,
 		Models: []workload.Model{
-			{
-				Name: "resnet", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec,
-				Rates:   []workload.RatePhase{{Duration: time.Second, Rate: 800}, {Rate: 2400}},
-				Arrival: workload.Arrival{Kind: workload.ArrivalGamma, Shape: 0.3},
-			},
-			{
-				Name: "bert", Profile: profile.MustLinear(7008*usec, 159*usec, 0), SLO: 56 * msec,
-				Rates:   []workload.RatePhase{{Rate: 150}},
-				Arrival: workload.Arrival{Kind: workload.ArrivalConstant},
-			},
+			{Model: serving.Model{Name: "resnet", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec}, Rates: []workload.RatePhase{{Duration: time.Second, Rate: 800}, {Rate: 2400}}, Arrival: workload.Arrival{Kind: workload.ArrivalGamma, Shape: 0.3}},
+			{Model: serving.Model{Name: "bert", Profile: profile.MustLinear(7008*usec, 159*usec, 0), SLO: 56 * msec}, Rates: []workload.RatePhase{{Rate: 150}}, Arrival: workload.Arrival{Kind: workload.ArrivalConstant}},
 		},
 	}
 }

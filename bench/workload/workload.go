@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
-	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
@@ -108,21 +107,12 @@ type GPUType struct {
 	PricePerHour float64
 }
 
-// Model is one served model and the load offered to it: a serving.Model
-// (the same fields, which the file's serving keys set) plus Rates and
-// Arrival.
+// Model is one served model and the load offered to it: the serving
+// configuration's model (which the file's serving keys set; the load
+// generator sends inputs of its InputBytes) plus its rates and arrival
+// process.
 type Model struct {
-	Name    string
-	Profile profile.Profile
-	SLO     time.Duration
-	// StaticMemory and DynamicMemory are bytes, 0 when not given.
-	StaticMemory  int64
-	DynamicMemory int64
-	// InputBytes is the size of one request's input (input_size), 0 when
-	// not given: the pull of a batch's inputs is budgeted at
-	// data_delay_per_mib for each MiB, and the load generator sends
-	// inputs of this size.
-	InputBytes int64
+	serving.Model
 	// Rates is the offered rate over time: consecutive phases, the last of
 	// which lasts forever. A constant rate is one phase.
 	Rates   []RatePhase
@@ -203,23 +193,11 @@ func (a Arrival) String() string {
 	return fmt.Sprintf("Arrival(%d)", a.Kind)
 }
 
-// LeastLatency is the shortest time a request of the model can take under
-// delays d: the grant's trip and its input's pull, a batch of one, and the
-// result's trip. An SLO no longer than that can never be met.
-func (m *Model) LeastLatency(d scheduler.Delays) time.Duration {
-	sm := m.Serving()
-	return sm.LeastLatency(d)
-}
-
 // Serving is the served model, without its load.
-func (m *Model) Serving() serving.Model {
-	return serving.Model{Name: m.Name, Profile: m.Profile, SLO: m.SLO, StaticMemory: m.StaticMemory, DynamicMemory: m.DynamicMemory, InputBytes: m.InputBytes}
-}
+func (m *Model) Serving() serving.Model { return m.Model }
 
 // fromServing is a workload model serving sm, with no load yet.
-func fromServing(sm serving.Model) Model {
-	return Model{Name: sm.Name, Profile: sm.Profile, SLO: sm.SLO, StaticMemory: sm.StaticMemory, DynamicMemory: sm.DynamicMemory, InputBytes: sm.InputBytes}
-}
+func fromServing(sm serving.Model) Model { return Model{Model: sm} }
 
 // Serving is the workload's serving configuration: what a scheduler
 // serving its models is configured with (symphony scheduler -f reads the
@@ -230,7 +208,7 @@ func (w *Workload) Serving() serving.Config {
 		Network: w.Network, LiveFloor: w.LiveFloor, Limits: w.Limits,
 	}}
 	for i := range w.Models {
-		c.Models = append(c.Models, w.Models[i].Serving())
+		c.Models = append(c.Models, w.Models[i].Model)
 	}
 	return c
 }
