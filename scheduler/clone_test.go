@@ -171,50 +171,6 @@ func (d *modelDriver) state() string {
 	return s
 }
 
-func TestModelCoreCloneIsIndependent(t *testing.T) {
-	diverged := 0
-	for seed := uint64(0); seed < cloneSeeds; seed++ {
-		cfg := randomModelConfig(seed)
-		orig, twin, otherTwin := newModelDriver(t, cfg), newModelDriver(t, cfg), newModelDriver(t, cfg)
-		for k := range cloneSteps {
-			a, b := orig.observe(orig.feed(eventRNG(seed, 0, k))), twin.observe(twin.feed(eventRNG(seed, 0, k)))
-			if a != b {
-				t.Fatalf("seed %d step %d: two cores fed the same events differ:\n%s\n%s", seed, k, a, b)
-			}
-			otherTwin.feed(eventRNG(seed, 0, k))
-		}
-		same, other := orig.clone(), orig.clone()
-		if orig.state() != same.state() {
-			t.Fatalf("seed %d: clone shows %s; the original %s", seed, same.state(), orig.state())
-		}
-		for k := cloneSteps; k < 2*cloneSteps; k++ {
-			// The diverging clone is called after the original, before its
-			// output is read: a shared output or queue would show there.
-			outO, evO := orig.feed(eventRNG(seed, 0, k))
-			outX, evX := other.feed(eventRNG(seed, 1, k))
-			a, x := orig.observe(outO, evO), other.observe(outX, evX)
-			b := twin.observe(twin.feed(eventRNG(seed, 0, k)))
-			if y := otherTwin.observe(otherTwin.feed(eventRNG(seed, 1, k))); x != y {
-				t.Fatalf("seed %d step %d: a clone fed other events decided\n%s\nwhere an un-cloned core with the same history decided\n%s", seed, k, x, y)
-			}
-			c := same.observe(same.feed(eventRNG(seed, 0, k)))
-			if a != b {
-				t.Fatalf("seed %d step %d: with a clone fed other events, the original decided\n%s\nwhere its un-cloned twin decided\n%s", seed, k, a, b)
-			}
-			if c != a {
-				t.Fatalf("seed %d step %d: a clone fed the original's events decided\n%s\nwhere the original decided\n%s", seed, k, c, a)
-			}
-		}
-		if other.state() != orig.state() {
-			diverged++
-		}
-	}
-	// Otherwise the check above proves nothing.
-	if diverged < cloneSeeds*3/4 {
-		t.Fatalf("the diverging clone ended in the original's state in %d of %d seeds", cloneSeeds-diverged, cloneSeeds)
-	}
-}
-
 // randomRankConfig is a rank loop under any policy a RankCore runs, with
 // random sizes, delays, lead and schedule-ahead, starting with its GPUs
 // online or offline.
@@ -353,39 +309,96 @@ func (d *rankDriver) state() string {
 	return s
 }
 
+// cloneSubject is a kind of core under the clone checks: how to build a
+// driver for it, clone one, feed it event k of a stream, and render its
+// state.
+type cloneSubject[D any] struct {
+	fresh func() D
+	clone func(D) D
+	// feed gives the driver event k of stream and returns what renders
+	// the event, what the core decided and its state afterwards; the check
+	// calls it only after feeding another core, so that state shared with
+	// that core would show.
+	feed  func(d D, stream, k int) func() string
+	state func(D) string
+}
+
+// checkClones runs Clone's contract on one seed and reports whether the
+// clone fed other events ended in another state than the original's.
+func checkClones[D any](t *testing.T, seed uint64, s cloneSubject[D]) (diverged bool) {
+	t.Helper()
+	orig, twin, otherTwin := s.fresh(), s.fresh(), s.fresh()
+	for k := range cloneSteps {
+		a, b := s.feed(orig, 0, k), s.feed(twin, 0, k)
+		if a, b := a(), b(); a != b {
+			t.Fatalf("seed %d step %d: two cores fed the same events differ:\n%s\n%s", seed, k, a, b)
+		}
+		s.feed(otherTwin, 0, k)()
+	}
+	same, other := s.clone(orig), s.clone(orig)
+	if s.state(orig) != s.state(same) {
+		t.Fatalf("seed %d: clone shows %s; the original %s", seed, s.state(same), s.state(orig))
+	}
+	for k := cloneSteps; k < 2*cloneSteps; k++ {
+		// The diverging clone is fed after the original, before what the
+		// original decided is read.
+		readO, readX := s.feed(orig, 0, k), s.feed(other, 1, k)
+		a, x := readO(), readX()
+		if y := s.feed(otherTwin, 1, k)(); x != y {
+			t.Fatalf("seed %d step %d: a clone fed other events decided\n%s\nwhere an un-cloned core with the same history decided\n%s", seed, k, x, y)
+		}
+		if b := s.feed(twin, 0, k)(); a != b {
+			t.Fatalf("seed %d step %d: with a clone fed other events, the original decided\n%s\nwhere its un-cloned twin decided\n%s", seed, k, a, b)
+		}
+		if c := s.feed(same, 0, k)(); c != a {
+			t.Fatalf("seed %d step %d: a clone fed the original's events decided\n%s\nwhere the original decided\n%s", seed, k, c, a)
+		}
+	}
+	return s.state(other) != s.state(orig)
+}
+
+// wantDiverged fails the test if too few diverging clones left the
+// original's state: the checks would then prove little.
+func wantDiverged(t *testing.T, diverged int) {
+	if diverged < cloneSeeds*3/4 {
+		t.Fatalf("the diverging clone ended in the original's state in %d of %d seeds", cloneSeeds-diverged, cloneSeeds)
+	}
+}
+
+func TestModelCoreCloneIsIndependent(t *testing.T) {
+	diverged := 0
+	for seed := uint64(0); seed < cloneSeeds; seed++ {
+		cfg := randomModelConfig(seed)
+		if checkClones(t, seed, cloneSubject[*modelDriver]{
+			fresh: func() *modelDriver { return newModelDriver(t, cfg) },
+			clone: (*modelDriver).clone,
+			feed: func(d *modelDriver, stream, k int) func() string {
+				out, event := d.feed(eventRNG(seed, stream, k))
+				return func() string { return d.observe(out, event) }
+			},
+			state: (*modelDriver).state,
+		}) {
+			diverged++
+		}
+	}
+	wantDiverged(t, diverged)
+}
+
 func TestRankCoreCloneIsIndependent(t *testing.T) {
 	diverged := 0
 	for seed := uint64(0); seed < cloneSeeds; seed++ {
 		cfg := randomRankConfig(seed)
-		orig, twin, otherTwin := newRankDriver(t, cfg), newRankDriver(t, cfg), newRankDriver(t, cfg)
-		step := func(d *rankDriver, stream, k int) string { return d.feed(eventRNG(seed, stream, k)) + "; " + d.state() }
-		for k := range cloneSteps {
-			if a, b := step(orig, 0, k), step(twin, 0, k); a != b {
-				t.Fatalf("seed %d step %d: two cores fed the same events differ:\n%s\n%s", seed, k, a, b)
-			}
-			step(otherTwin, 0, k)
-		}
-		same, other := orig.clone(), orig.clone()
-		if orig.state() != same.state() {
-			t.Fatalf("seed %d: clone shows %s; the original %s", seed, same.state(), orig.state())
-		}
-		for k := cloneSteps; k < 2*cloneSteps; k++ {
-			if x, y := step(other, 1, k), step(otherTwin, 1, k); x != y {
-				t.Fatalf("seed %d step %d: a clone fed other events decided\n%s\nwhere an un-cloned core with the same history decided\n%s", seed, k, x, y)
-			}
-			a, b, c := step(orig, 0, k), step(twin, 0, k), step(same, 0, k)
-			if a != b {
-				t.Fatalf("seed %d step %d: with a clone fed other events, the original decided\n%s\nwhere its un-cloned twin decided\n%s", seed, k, a, b)
-			}
-			if c != a {
-				t.Fatalf("seed %d step %d: a clone fed the original's events decided\n%s\nwhere the original decided\n%s", seed, k, c, a)
-			}
-		}
-		if other.state() != orig.state() {
+		if checkClones(t, seed, cloneSubject[*rankDriver]{
+			fresh: func() *rankDriver { return newRankDriver(t, cfg) },
+			clone: (*rankDriver).clone,
+			feed: func(d *rankDriver, stream, k int) func() string {
+				event := d.feed(eventRNG(seed, stream, k))
+				return func() string { return event + "; " + d.state() }
+			},
+			state: (*rankDriver).state,
+		}) {
 			diverged++
 		}
 	}
-	if diverged < cloneSeeds*3/4 {
-		t.Fatalf("the diverging clone ended in the original's state in %d of %d seeds", cloneSeeds-diverged, cloneSeeds)
-	}
+	wantDiverged(t, diverged)
 }
