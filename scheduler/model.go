@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler/profile"
@@ -231,30 +232,107 @@ func (m *ModelCore) Tick(now Time) *ModelOutput {
 func (m *ModelCore) Grant(now Time, g Grant) *ModelOutput {
 	now = m.clamp(now)
 	m.out.reset()
-	gpu, gpuFreeAt := g.GPU, g.FreeAt
-	m.updateFor(now, gpuFreeAt, g.GPUs)
-	ret := GPUReturn{Model: m.cfg.ID, GPU: gpu, FreeAt: MaxTime(now, gpuFreeAt)}
+	m.updateFor(now, g.FreeAt, g.GPUs)
+	ret := GPUReturn{Model: m.cfg.ID, GPU: g.GPU, FreeAt: MaxTime(now, g.FreeAt)}
 	if c := m.cand; c.Valid() {
-		start := len(m.out.requestBuf)
-		m.out.requestBuf = m.queue.popInto(m.out.requestBuf, c.BatchSize)
-		m.nextPlan++
-		plan := BatchPlan{
-			ID:        PlanID(uint64(m.cfg.ID)<<40 | m.nextPlan),
-			Model:     m.cfg.ID,
-			GPU:       gpu,
-			GrantedAt: now,
-			ExecAt:    c.ExecAt,
-			FinishAt:  c.ExecAt.Add(m.cfg.Profile.Latency(c.BatchSize)),
-			Requests:  m.out.requestBuf[start:],
-		}
-		m.out.Plans = append(m.out.Plans, plan)
-		ret.FreeAt, ret.Used = plan.FinishAt, true
-		m.update(now, Past)
+		ret.FreeAt, ret.Used = m.plan(now, g.GPU, c.BatchSize, c.ExecAt), true
 	}
+	return m.answer(ret)
+}
+
+// GrantBatch answers grant g as Grant does, but with a batch the caller
+// chose instead of the one the core's rules would form: it drops the skip
+// earliest-deadline requests (DropPruned) and plans the next size requests
+// on g's GPU, to start as soon as the GPU is free and their inputs can
+// arrive, without the symphony policy's hold for sched_at. The core keeps
+// its own bookkeeping (plan IDs, candidate versions, the GPUReturn) as for
+// any grant, so the caller goes on driving it as usual.
+//
+// It exists for what-if exploration: bench/lookahead's clairvoyant
+// reference tries, on clones of the core, the batches the rules did not
+// choose (other heads dropped, a smaller batch, an earlier start) and plays
+// each forward, which needs the real core to carry out a choice rather than
+// a copy of its rules. LargestBatch gives the sizes it accepts.
+//
+// It returns an error, and changes nothing, if skip and size do not name
+// queued requests, size exceeds the profile's largest batch, or the batch
+// would finish after its first request's deadline less the result delay;
+// the grant is then still to be answered.
+func (m *ModelCore) GrantBatch(now Time, g Grant, skip, size int) (*ModelOutput, error) {
+	now = MaxTime(now, m.lastNow)
+	if largest := m.LargestBatch(now, g.FreeAt, skip); size < 1 || size > largest {
+		return nil, fmt.Errorf("scheduler: model %q: no batch of %d behind %d dropped requests of %d fits on GPU %d (free at %v) at %v; at most %d",
+			m.cfg.Name, size, skip, m.queue.len(), g.GPU, g.FreeAt, now, largest)
+	}
+	now = m.clamp(now)
+	m.out.reset()
+	m.dropHeads(skip)
+	execAt := MaxTime(now.Add(m.cfg.Delays.Dispatch(size)), g.FreeAt)
+	freeAt := m.plan(now, g.GPU, size, execAt)
+	return m.answer(GPUReturn{Model: m.cfg.ID, GPU: g.GPU, FreeAt: freeAt, Used: true}), nil
+}
+
+// LargestBatch is the most requests behind the skip earliest-deadline ones
+// that, dispatched now to a GPU free at gpuFreeAt, finish by the first of
+// them's deadline less the result delay (at most the profile's largest
+// batch): GrantBatch accepts sizes 1 to this for that skip. It is 0 if
+// skip does not name a queued request or not even that request fits
+// alone. It changes nothing. It exists so that a caller exploring
+// alternatives to the rules' batch (bench/lookahead's clairvoyant
+// reference) asks the core what fits rather than re-deriving it.
+func (m *ModelCore) LargestBatch(now, gpuFreeAt Time, skip int) int {
+	n := m.queue.len()
+	if skip < 0 || skip >= n {
+		return 0
+	}
+	now = MaxTime(now, m.lastNow)
+	hi := min(n-skip, m.cfg.Profile.MaxBatch())
+	return m.largestFitIn(now, gpuFreeAt, m.execDeadline(m.queue.at(skip)), 0, hi)
+}
+
+// plan moves the bs earliest-deadline requests into a batch on gpu that
+// starts at execAt, re-forms the candidate from what is left, and returns
+// when the batch finishes.
+func (m *ModelCore) plan(now Time, gpu GPUID, bs int, execAt Time) Time {
+	start := len(m.out.requestBuf)
+	m.out.requestBuf = m.queue.popInto(m.out.requestBuf, bs)
+	m.nextPlan++
+	finish := execAt.Add(m.cfg.Profile.Latency(bs))
+	m.out.Plans = append(m.out.Plans, BatchPlan{
+		ID:        PlanID(uint64(m.cfg.ID)<<40 | m.nextPlan),
+		Model:     m.cfg.ID,
+		GPU:       gpu,
+		GrantedAt: now,
+		ExecAt:    execAt,
+		FinishAt:  finish,
+		Requests:  m.out.requestBuf[start:],
+	})
+	m.update(now, Past)
+	return finish
+}
+
+// answer completes a grant's output: the candidate after the grant under a
+// new version, and ret, which hands the GPU back to the RankCore.
+func (m *ModelCore) answer(ret GPUReturn) *ModelOutput {
 	m.publishVersion()
 	ret.Candidate = m.cand
 	m.out.Returns = append(m.out.Returns, ret)
 	return &m.out
+}
+
+// Clone returns a deep copy of the core: its queue, candidate, rate
+// estimate and plan numbering, sharing no mutable state with m, so that
+// feeding the copy changes nothing in m and the reverse (the profile, which
+// no core ever changes, is shared). It exists for what-if exploration:
+// bench/lookahead's clairvoyant reference clones the real cores at each
+// decision and plays every alternative forward on its own copy; tests use
+// it the same way. The clone starts with an empty output of its own: m's
+// last output stays m's.
+func (m *ModelCore) Clone() *ModelCore {
+	c := *m
+	c.queue.buf = slices.Clone(m.queue.buf)
+	c.out = ModelOutput{}
+	return &c
 }
 
 // DropAll ends every queued request with reason, for shutdown.

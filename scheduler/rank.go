@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler/idheap"
@@ -125,14 +126,8 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 		return nil, err
 	}
 	r := &RankCore{cfg: cfg, models: make([]rankModel, cfg.Models), gpus: make([]rankGPU, cfg.GPUs)}
-	r.timers = idheap.New(cfg.Models, func(a, b ModelID) bool {
-		ta, tb := r.models[a].timerAt, r.models[b].timerAt
-		return ta < tb || ta == tb && a < b
-	})
-	r.free = idheap.New(cfg.GPUs, func(a, b GPUID) bool {
-		fa, fb := r.gpus[a].freeAt, r.gpus[b].freeAt
-		return fa < fb || fa == fb && a < b
-	})
+	r.timers = idheap.New(cfg.Models, r.timerBefore)
+	r.free = idheap.New(cfg.GPUs, r.freesBefore)
 	for i := range r.models {
 		r.models[i].readyAt = -1
 	}
@@ -150,6 +145,42 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 		}
 	}
 	return r, nil
+}
+
+// timerBefore orders the timer heap: the earlier timer first, ties by ID.
+func (r *RankCore) timerBefore(a, b ModelID) bool {
+	ta, tb := r.models[a].timerAt, r.models[b].timerAt
+	return ta < tb || ta == tb && a < b
+}
+
+// freesBefore orders the free heap: the GPU that frees first, ties by ID.
+func (r *RankCore) freesBefore(a, b GPUID) bool {
+	fa, fb := r.gpus[a].freeAt, r.gpus[b].freeAt
+	return fa < fb || fa == fb && a < b
+}
+
+// Clone returns a deep copy of the core: its models, GPUs, timers and
+// ready list, sharing no mutable state with r, so that feeding the copy
+// changes nothing in r and the reverse. It exists for what-if
+// exploration: a caller that wants to know how the rank loop would go on
+// under another choice (bench/lookahead's clairvoyant reference, which
+// plays each alternative forward on copies of the real cores) clones the
+// core at the decision and drives the copy; tests use it the same way.
+// The grants of r's last Tick are not carried over: the clone's next call
+// returns its own.
+func (r *RankCore) Clone() *RankCore {
+	c := &RankCore{
+		cfg:    r.cfg,
+		models: slices.Clone(r.models),
+		gpus:   slices.Clone(r.gpus),
+		ready:  slices.Clone(r.ready),
+		ahead:  r.ahead,
+		online: r.online,
+	}
+	c.cfg.ModelDelays = slices.Clone(r.cfg.ModelDelays)
+	c.timers = r.timers.Clone(c.timerBefore)
+	c.free = r.free.Clone(c.freesBefore)
+	return c
 }
 
 // Update records model m's latest candidate (inform_candidate). Updates
@@ -398,6 +429,50 @@ func (r *RankCore) grant(m ModelID, g GPUID) {
 	r.gpus[g].granted = true
 	r.models[m].state = modelGranted
 	r.grants = append(r.grants, Grant{Model: m, GPU: g, FreeAt: r.gpus[g].freeAt, GPUs: r.online})
+}
+
+// NextGrant is the grant the rank would give model m next if m's
+// candidate were schedulable now, and when: the earliest-free online GPU
+// that is not granted, handed over once it is due to free within the
+// candidate's dispatch delay (or the clockwork schedule-ahead, if longer)
+// plus Lead, as the GPU hand-off in Tick does; at is at most that moment
+// and may have passed. at is Never if m has no candidate, a grant
+// outstanding, or no GPU is free. It changes nothing. It exists for
+// callers that weigh overriding the candidate's hold: the earliest moment
+// a batch could be granted is when an early start becomes possible at
+// all (bench/lookahead's clairvoyant reference decides there), and the
+// GPU's free time bounds the batches that could be planned on it
+// (ModelCore.LargestBatch).
+func (r *RankCore) NextGrant(m ModelID) (g Grant, at Time) {
+	st := &r.models[m]
+	if !st.cand.Valid() || st.state == modelGranted || r.free.Len() == 0 {
+		return Grant{}, Never
+	}
+	gpu := r.free.Top()
+	freeAt := r.gpus[gpu].freeAt
+	lead := max(r.dispatch(m, st.cand.BatchSize), r.ahead) + r.cfg.Lead
+	return Grant{Model: m, GPU: gpu, FreeAt: freeAt, GPUs: r.online}, freeAt.Add(-lead)
+}
+
+// GrantEarly grants model m the GPU NextGrant names now, without waiting
+// for m's candidate timer: it overrides the policy's hold (the symphony
+// policy's wait for sched_at) for one batch. The grant must be answered
+// like any other, by ModelCore.Grant or ModelCore.GrantBatch, and its
+// GPUReturn passed to Return. It returns false, changing nothing, if
+// NextGrant's time is after now (no GPU could be handed over yet) or
+// Never. Only what-if exploration uses it: bench/lookahead's clairvoyant
+// reference tries starting a batch before the rules would, on a clone.
+func (r *RankCore) GrantEarly(now Time, m ModelID) (Grant, bool) {
+	if _, at := r.NextGrant(m); at == Never || at > now {
+		return Grant{}, false
+	}
+	r.timers.Remove(m)
+	if r.models[m].readyAt >= 0 {
+		r.removeReady(m)
+	}
+	r.grants = r.grants[:0]
+	r.grant(m, r.free.Pop())
+	return r.grants[0], true
 }
 
 // FreeGPUs is the number of GPUs not currently granted.

@@ -1,12 +1,18 @@
 // Package lookahead asks how much of a model's bad rate is the scheduler's
 // fault. It replays one model's arrivals on N identical GPUs twice: once
-// under a compact model of Symphony's rules (hold a batch until sched_at,
-// the keep-up and window prunes, drop what cannot finish) and once under a
-// clairvoyant scheduler that, at every decision, tries waiting, the largest
+// under Symphony's rules, run by the scheduler's own ModelCore and
+// RankCore driven as the simulator drives them, and once under a
+// clairvoyant scheduler that, at every decision (the model has a
+// candidate and the rank loop could grant it a GPU now), tries what the
+// rules do, waiting for the next arrival, and starting at once the largest
 // batch that fits and up to MaxShrink smaller ones, behind up to MaxPrune
-// dropped heads, against the arrivals that will actually come; plays each
-// forward under the rules for a horizon; and keeps whichever serves the
-// most of the requests whose deadlines fall within it.
+// dropped heads; plays each forward under the rules against the arrivals
+// that will actually come, on clones of the cores (ModelCore.Clone,
+// RankCore.Clone), for a horizon; and keeps whichever serves the most of
+// the requests whose deadlines fall within it. The cores carry out the
+// alternatives themselves (RankCore.GrantEarly, ModelCore.GrantBatch) and
+// say which batches fit (ModelCore.LargestBatch), so no copy of the rules
+// lives here.
 //
 // The clairvoyant scheduler knows the future, which no real one does, and
 // it searches one decision deep, so it is neither an online policy nor an
@@ -16,14 +22,10 @@
 // it beats the rules by far, a better rule exists. Its horizon should
 // exceed the SLO, or most trials tie and it falls back on the rules.
 //
-// The rules here are a model of scheduler.ModelCore and RankCore for one
-// model on one rank loop (Lead 0), not the same code: the real scheduler
-// is a message-driven state machine that cannot be copied mid-run for
-// trial play. The model decides only at events (arrivals, sched_at, a GPU
-// becoming grantable), while the real cores also tick at a candidate's
-// invalid_after; the keep-up batch uses the offered rate rather than a
-// measured one. A test holds the two within 0.4 points of bad rate and 0.3
-// of mean batch on the same arrivals.
+// The rules replay is the simulator's run of the same workload, decision
+// for decision (a test holds their bad rates and mean batches equal); only
+// arrivals at the very same instant are enqueued together here, where the
+// simulator enqueues them one by one.
 package lookahead
 
 import (
@@ -41,9 +43,6 @@ type Setting struct {
 	SLO     time.Duration
 	GPUs    int
 	Delays  scheduler.Delays
-	// Rate is the offered load in requests/s, from which the rules take
-	// the keep-up batch size (N·b/ℓ(b) ≥ λ).
-	Rate float64
 }
 
 // Validate rejects settings no run can use.
@@ -55,8 +54,6 @@ func (s Setting) Validate() error {
 		return fmt.Errorf("lookahead: SLO %v must be positive", s.SLO)
 	case s.GPUs < 1:
 		return fmt.Errorf("lookahead: %d GPUs; need at least 1", s.GPUs)
-	case s.Rate < 0:
-		return fmt.Errorf("lookahead: rate %g must not be negative", s.Rate)
 	}
 	return s.Delays.Validate()
 }
@@ -151,8 +148,8 @@ func (r Result) MeanBatch() float64 {
 	return float64(sum) / float64(n)
 }
 
-// Rules replays arrivals (in time order) under the model of Symphony's
-// rules and counts the requests that arrived in [from, to).
+// Rules replays arrivals (in time order) under Symphony's rules, on the
+// scheduler's cores, and counts the requests that arrived in [from, to).
 func Rules(s Setting, arrivals []scheduler.Time, from, to scheduler.Time) (Result, error) {
 	return run(s, arrivals, from, to, nil)
 }
@@ -173,7 +170,10 @@ func run(s Setting, arrivals []scheduler.Time, from, to scheduler.Time, o *Optio
 			return Result{}, fmt.Errorf("lookahead: arrival %d at %v is before arrival %d at %v", i, arrivals[i], i-1, arrivals[i-1])
 		}
 	}
-	sys := newSystem(s, arrivals, from, to)
+	sys, err := newSystem(s, arrivals, from, to)
+	if err != nil {
+		return Result{}, fmt.Errorf("lookahead: %w", err)
+	}
 	if o == nil {
 		sys.play(scheduler.Never, nil)
 	} else {

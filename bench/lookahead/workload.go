@@ -20,7 +20,7 @@ type Replay struct {
 // FromWorkload generates the arrivals of w with the same generator and
 // seed as the simulator, so that both see the same requests. w must hold
 // exactly one model on a fixed cluster of one kind of GPU, scheduled by the
-// rules this package models: the symphony policy with its default
+// rules this package replays: the symphony policy with its default
 // schedulable condition (sched-at) and drop policy (window).
 func FromWorkload(w *workload.Workload) (*Replay, error) {
 	if err := w.Validate(); err != nil {
@@ -49,7 +49,6 @@ func FromWorkload(w *workload.Workload) (*Replay, error) {
 			SLO:     m.SLO,
 			GPUs:    w.Cluster.GPUs,
 			Delays:  w.Network.ForInput(m.InputBytes),
-			Rate:    m.MeanRate(w.Warmup, end),
 		},
 		From: scheduler.Time(w.Warmup),
 		To:   scheduler.Time(end),

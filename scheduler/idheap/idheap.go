@@ -5,6 +5,8 @@
 // the simulator's event loop use it.
 package idheap
 
+import "slices"
+
 // ID is what the heap holds: a dense, non-negative integer identifier.
 type ID interface {
 	~int | ~int32 | ~uint32
@@ -25,6 +27,14 @@ func New[T ID](n int, less func(a, b T) bool) *Heap[T] {
 		h.pos[i] = -1
 	}
 	return h
+}
+
+// Clone returns an independent copy of h that orders by less. The keys
+// live with the caller, so a caller that copies its keys (a cloned
+// scheduler core) passes a less that reads the copy's keys; sharing h's
+// less would order the copy by the original's keys.
+func (h *Heap[T]) Clone(less func(a, b T) bool) *Heap[T] {
+	return &Heap[T]{ids: slices.Clone(h.ids), pos: slices.Clone(h.pos), less: less}
 }
 
 // Len is the number of IDs in the heap.
