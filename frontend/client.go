@@ -665,21 +665,3 @@ func (c *Client) onResults(conn transport.Conn, m *wire.Results) {
 		c.finish(r.ID, r.Output, nil, t)
 	}
 }
-
-// Async runs fn on its own goroutine and returns a Call that ends with its
-// result. It lets other ways of reaching a cluster, such as an HTTP client
-// of the KServe v2 gateway, hand out the same Call as Go does, so that load
-// generators and reports need not care which one they drive. The Call's
-// Timing takes Started, Finished and BatchSize from fn, and Submitted and
-// Ended from the call itself.
-func Async(model string, fn func() ([]byte, Timing, error)) *Call {
-	call := &Call{Model: model, done: make(chan struct{}), Timing: Timing{Submitted: time.Now()}}
-	go func() {
-		var t Timing
-		call.Output, t, call.Err = fn()
-		call.Timing.Started, call.Timing.Finished, call.Timing.BatchSize = t.Started, t.Finished, t.BatchSize
-		call.Timing.Ended = time.Now()
-		close(call.done)
-	}()
-	return call
-}

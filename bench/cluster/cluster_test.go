@@ -148,7 +148,7 @@ func TestOversizedInputEndsAsBadInput(t *testing.T) {
 	l := newLedger(t, cfg.Models)
 	in := make([]byte, wire.MaxInputSize+1)
 	call := f.Go(context.Background(), "fast", in)
-	l.watch(f, "fast", in, call, time.Time{})
+	l.watch(f, "fast", in, clientCall{call}, time.Time{})
 	o := l.check(t)
 	if !errors.Is(call.Err, frontend.ErrBadInput) || o.failed != 1 {
 		t.Errorf("ended with %v (%d failed), want ErrBadInput", call.Err, o.failed)

@@ -118,7 +118,7 @@ func TestFloodAtThreeTimesGoodput(t *testing.T) {
 	}
 	cfg.WakeupSlack = 5 * time.Millisecond
 	c := startCluster(t, cfg)
-	r, err := loadgen.Run(context.Background(), c.Frontends[0], flood, loadgen.Options{})
+	r, err := loadgen.Run(context.Background(), loadgen.Client(c.Frontends[0]), flood, loadgen.Options{})
 	if err != nil {
 		t.Fatal(err) // Run checks offered = good + late + dropped + failed per model
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // The ledger's checks can fail. Each case hands a fresh ledger hand-made
-// Calls (frontend.Async) that end as a broken frontend might end them, or
+// Calls (fakeEnd) that end as a broken frontend might end them, or
 // makes calls on a client behind the ledger's back, and the ledger must
 // report exactly the problems listed; the honest case, every kind of end
 // done right, must report none.
@@ -28,9 +28,9 @@ func TestLedgerReportsWrongEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unconnected.Close() })
-	// ends makes a Call that ends with out and err.
-	ends := func(model string, out []byte, err error) *frontend.Call {
-		return frontend.Async(model, func() ([]byte, frontend.Timing, error) { return out, frontend.Timing{}, err })
+	// ends makes a call that ends with out and err.
+	ends := func(_ string, out []byte, err error) watched {
+		return newFakeEnd(func() ([]byte, error) { return out, err })
 	}
 	// own hands l a call for model that ends with the right output for
 	// its own input.
@@ -70,9 +70,9 @@ func TestLedgerReportsWrongEnds(t *testing.T) {
 			block := make(chan struct{})
 			t.Cleanup(func() { close(block) })
 			l.margin = 10 * time.Millisecond
-			call := frontend.Async("fast", func() ([]byte, frontend.Timing, error) {
+			call := newFakeEnd(func() ([]byte, error) {
 				<-block
-				return nil, frontend.Timing{}, frontend.ErrClosed
+				return nil, frontend.ErrClosed
 			})
 			l.watch(nil, "fast", l.nextInput("fast"), call, time.Now().Add(10*time.Millisecond))
 			own(l, "fast") // the wait for the lost one does not cost the next one its end
@@ -172,3 +172,26 @@ func TestLedgerCatchesResultsOfOtherRequests(t *testing.T) {
 		}
 	}
 }
+
+// fakeEnd is a request that ends as fn says, on its own goroutine, timed
+// from its start as a frontend.Call is.
+type fakeEnd struct {
+	done chan struct{}
+	t    frontend.Timing
+	out  []byte
+	err  error
+}
+
+func newFakeEnd(fn func() ([]byte, error)) *fakeEnd {
+	e := &fakeEnd{done: make(chan struct{}), t: frontend.Timing{Submitted: time.Now()}}
+	go func() {
+		e.out, e.err = fn()
+		e.t.Ended = time.Now()
+		close(e.done)
+	}()
+	return e
+}
+
+func (e *fakeEnd) Done() <-chan struct{} { return e.done }
+
+func (e *fakeEnd) ended() (frontend.Timing, []byte, error) { return e.t, e.out, e.err }

@@ -83,7 +83,7 @@ type request struct {
 	// its deadline, on the ledger's clock after the call was made, plus
 	// the margin.
 	latest, bound time.Time
-	call          *frontend.Call
+	call          watched
 
 	// Set by its watcher when Done closed.
 	ended  bool
@@ -183,7 +183,7 @@ func (l *ledger) issueBy(f *frontend.Client, model string, deadline time.Time) *
 		opts = append(opts, frontend.WithDeadline(deadline))
 	}
 	call := f.Go(context.Background(), model, in, opts...)
-	l.watch(f, model, in, call, deadline)
+	l.watch(f, model, in, clientCall{call}, deadline)
 	return call
 }
 
@@ -197,7 +197,20 @@ func (l *ledger) nextInput(model string) []byte {
 // model with input, and due by deadline (zero: the model's SLO), and hands
 // it to a watcher. issue calls it; a test of the ledger itself calls
 // it with hand-made Calls.
-func (l *ledger) watch(f *frontend.Client, model string, in []byte, call *frontend.Call, deadline time.Time) {
+// watched is a request as the ledger sees it: a *frontend.Call (through
+// clientCall), or a test's own end.
+type watched interface {
+	Done() <-chan struct{}
+	// ended is the call's timing, output and error, once Done is closed.
+	ended() (frontend.Timing, []byte, error)
+}
+
+// clientCall is a *frontend.Call as the ledger watches it.
+type clientCall struct{ *frontend.Call }
+
+func (c clientCall) ended() (frontend.Timing, []byte, error) { return c.Timing, c.Output, c.Err }
+
+func (l *ledger) watch(f *frontend.Client, model string, in []byte, call watched, deadline time.Time) {
 	m, known := l.models[model]
 	r := &request{client: f, model: model, id: m.id, input: in, latest: deadline, call: call}
 	if known {
@@ -271,7 +284,8 @@ func (l *ledger) await(r *request) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r.ended, r.output, r.err = true, r.call.Output, r.call.Err
+	_, out, err := r.call.ended()
+	r.ended, r.output, r.err = true, out, err
 	l.tallyEnd(r)
 }
 
@@ -400,8 +414,8 @@ func (l *ledger) judge(r *request) []string {
 		return []string{fmt.Sprintf("did not end within %v of its deadline", l.margin)}
 	}
 	var ps []string
-	if !bytes.Equal(r.call.Output, r.output) || r.call.Err != r.err {
-		ps = append(ps, fmt.Sprintf("changed after it ended: output %x, err %v; then output %x, err %v", r.output, r.err, r.call.Output, r.call.Err))
+	if _, out, err := r.call.ended(); !bytes.Equal(out, r.output) || err != r.err {
+		ps = append(ps, fmt.Sprintf("changed after it ended: output %x, err %v; then output %x, err %v", r.output, r.err, out, err))
 	}
 	if r.err != nil {
 		if r.output != nil {
@@ -422,11 +436,12 @@ func (l *ledger) judge(r *request) []string {
 		}
 		ps = append(ps, fmt.Sprintf("answered with %s output %x, want %x", whose, r.output, r.want))
 	}
-	deadline := r.call.Timing.Submitted.Add(l.models[r.model].slo)
+	timing, _, _ := r.call.ended()
+	deadline := timing.Submitted.Add(l.models[r.model].slo)
 	if !r.latest.IsZero() && r.latest.Before(deadline) {
 		deadline = r.latest
 	}
-	if late := r.call.Timing.Ended.Sub(deadline); late > 0 {
+	if late := timing.Ended.Sub(deadline); late > 0 {
 		ps = append(ps, fmt.Sprintf("answered %v after its deadline", late))
 	}
 	return ps

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/bench/loadgen"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/scheduler/service"
@@ -217,10 +218,10 @@ func (c *Cluster) Target() *Target { return &Target{c: c} }
 // Cluster.Target.
 type Target struct{ c *Cluster }
 
-// Go starts one request on the frontend now running.
-func (t *Target) Go(ctx context.Context, model string, input []byte, opts ...frontend.CallOption) *frontend.Call {
+// Start starts one request on the frontend now running (loadgen.Target).
+func (t *Target) Start(ctx context.Context, model string, input []byte) loadgen.Call {
 	if f := t.c.Frontend(0); f != nil {
-		return f.Go(ctx, model, input, opts...)
+		return loadgen.Client(f).Start(ctx, model, input)
 	}
-	return frontend.Async(model, func() ([]byte, frontend.Timing, error) { return nil, frontend.Timing{}, frontend.ErrClosed })
+	return loadgen.Failed(frontend.ErrClosed)
 }

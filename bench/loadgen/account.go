@@ -78,7 +78,7 @@ func (c *collector) bucket(t time.Duration) *report.Interval {
 
 func (c *collector) account(e *entry) {
 	r := c.r
-	t, err := e.p.outcome()
+	t, err := e.p.Result()
 	m := &r.models[e.model]
 	lat := t.Ended.Sub(t.Submitted)
 	good := err == nil && lat <= r.w.Models[e.model].SLO

@@ -53,12 +53,11 @@ func NewGatewayTarget(ctx context.Context, c *kserveclient.Client, w *workload.W
 	return &GatewayTarget{c: c}, nil
 }
 
-// Go implements Target. The gateway's answer says which batch ran the
-// request, which becomes the call's timing; call options, which only an
-// embedded client takes, are ignored.
-func (t *GatewayTarget) Go(ctx context.Context, model string, input []byte, _ ...frontend.CallOption) *frontend.Call {
-	return frontend.Async(model, func() ([]byte, frontend.Timing, error) {
-		out, b, err := t.c.Infer(ctx, model, input)
-		return out, frontend.Timing{BatchSize: b.Size, Started: b.Started, Finished: b.Finished}, err
+// Start implements Target. The gateway's answer says which batch ran the
+// request, which becomes the call's timing.
+func (t *GatewayTarget) Start(ctx context.Context, model string, input []byte) Call {
+	return Go(func() (frontend.Timing, error) {
+		_, b, err := t.c.Infer(ctx, model, input)
+		return frontend.Timing{BatchSize: b.Size, Started: b.Started, Finished: b.Finished}, err
 	})
 }

@@ -103,10 +103,10 @@ func (c *cycler) next(input []byte) ([]byte, error) {
 	return input, nil
 }
 
-func (c *cycler) Go(_ context.Context, model string, input []byte, _ ...frontend.CallOption) *frontend.Call {
-	return frontend.Async(model, func() ([]byte, frontend.Timing, error) {
-		out, err := c.next(input)
-		return out, frontend.Timing{}, err
+func (c *cycler) Start(_ context.Context, model string, input []byte) Call {
+	return Go(func() (frontend.Timing, error) {
+		_, err := c.next(input)
+		return frontend.Timing{}, err
 	})
 }
 

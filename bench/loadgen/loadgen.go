@@ -27,11 +27,70 @@ import (
 	"github.com/symphony-serving/symphony/frontend"
 )
 
-// Target is what the load generator needs of a frontend client;
-// *frontend.Client is one.
+// Target is where the load goes: an embedded frontend client (Client), a
+// KServe gateway (GatewayTarget), a cluster whose frontends come and go
+// (bench/cluster.Target).
 type Target interface {
-	Go(ctx context.Context, model string, input []byte, opts ...frontend.CallOption) *frontend.Call
+	// Start issues one request now; the Call ends with its outcome.
+	Start(ctx context.Context, model string, input []byte) Call
 }
+
+// Call is one request in flight as the load generator sees it: when it
+// ends, and how it ran.
+type Call interface {
+	Done() <-chan struct{}
+	// Result is the request's timing and error, once Done is closed.
+	Result() (frontend.Timing, error)
+}
+
+// Client is the target of an embedded frontend client: each request is
+// one c.Go.
+func Client(c *frontend.Client) Target { return clientTarget{c} }
+
+type clientTarget struct{ c *frontend.Client }
+
+func (t clientTarget) Start(ctx context.Context, model string, input []byte) Call {
+	return clientCall{t.c.Go(ctx, model, input)}
+}
+
+// clientCall adapts *frontend.Call; being pointer-shaped, it fits in an
+// interface without an allocation.
+type clientCall struct{ *frontend.Call }
+
+func (c clientCall) Result() (frontend.Timing, error) { return c.Timing, c.Err }
+
+// Go runs fn, a request through another way of reaching a cluster (an
+// HTTP client, say), on its own goroutine and returns its Call: its
+// timing takes the batch (Started, Finished, BatchSize) from fn, and
+// Submitted and Ended from the call itself.
+func Go(fn func() (frontend.Timing, error)) Call {
+	c := &asyncCall{done: make(chan struct{}), t: frontend.Timing{Submitted: time.Now()}}
+	go func() {
+		t, err := fn()
+		c.t.Started, c.t.Finished, c.t.BatchSize, c.err = t.Started, t.Finished, t.BatchSize, err
+		c.t.Ended = time.Now()
+		close(c.done)
+	}()
+	return c
+}
+
+// Failed is a Call that has already ended with err, for a target with
+// nowhere to send a request (a killed frontend).
+func Failed(err error) Call {
+	now := time.Now()
+	c := &asyncCall{done: make(chan struct{}), t: frontend.Timing{Submitted: now, Ended: now}, err: err}
+	close(c.done)
+	return c
+}
+
+type asyncCall struct {
+	done chan struct{}
+	t    frontend.Timing
+	err  error
+}
+
+func (c *asyncCall) Done() <-chan struct{}            { return c.done }
+func (c *asyncCall) Result() (frontend.Timing, error) { return c.t, c.err }
 
 // Options tune a run.
 type Options struct {
@@ -90,22 +149,8 @@ func (o Options) withDefaults(w *workload.Workload) Options {
 	return o
 }
 
-// pending is an in-flight request as the load generator sees it: what it
-// reads of a *frontend.Call, so that tests can end requests without a
-// cluster.
-type pending interface {
-	Done() <-chan struct{}
-	outcome() (frontend.Timing, error)
-}
-
 // starter issues one request.
-type starter func(ctx context.Context, model string, input []byte) pending
-
-// call adapts *frontend.Call; being pointer-shaped, it fits in an interface
-// without an allocation.
-type call struct{ *frontend.Call }
-
-func (c call) outcome() (frontend.Timing, error) { return c.Timing, c.Err }
+type starter func(ctx context.Context, model string, input []byte) Call
 
 // Run offers w's load to t in real time: warmup, then the measured window.
 // It waits for every request to end and returns the report of the window.
@@ -115,9 +160,7 @@ func (c call) outcome() (frontend.Timing, error) { return c.Timing, c.Err }
 // report of the part of the window that ran, or no report if the stop came
 // during the warmup.
 func Run(ctx context.Context, t Target, w *workload.Workload, o Options) (*report.Report, error) {
-	return run(ctx, func(ctx context.Context, model string, input []byte) pending {
-		return call{t.Go(ctx, model, input)}
-	}, w, o)
+	return run(ctx, t.Start, w, o)
 }
 
 // slack is how early the pacer wakes before an arrival, and how early it may
@@ -152,7 +195,7 @@ func run(ctx context.Context, start starter, w *workload.Workload, o Options) (*
 		wg.Go(r.collectors[i].loop)
 	}
 	stopProgress := r.progress(o.Progress)
-	err := r.pace(ctx, gen, func(_ context.Context, model string, input []byte) pending {
+	err := r.pace(ctx, gen, func(_ context.Context, model string, input []byte) Call {
 		return start(callCtx, model, input)
 	}, inputs)
 	stoppedAt := time.Since(r.start)
@@ -334,7 +377,7 @@ func (r *runner) inWindow(at time.Duration) bool { return at >= r.winStart && at
 
 // entry is one issued request waiting to be collected.
 type entry struct {
-	p     pending
+	p     Call
 	model int32
 	at    time.Duration // scheduled arrival, since the start
 }

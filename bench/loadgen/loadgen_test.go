@@ -66,8 +66,8 @@ type fakeCall struct {
 	t    frontend.Timing
 }
 
-func (c *fakeCall) Done() <-chan struct{}             { return c.done }
-func (c *fakeCall) outcome() (frontend.Timing, error) { return c.t, c.err }
+func (c *fakeCall) Done() <-chan struct{}            { return c.done }
+func (c *fakeCall) Result() (frontend.Timing, error) { return c.t, c.err }
 
 // fake is a target whose k-th request for a model ends as behave says.
 type fake struct {
@@ -79,7 +79,7 @@ type fake struct {
 	stall      func(k int)
 }
 
-func (f *fake) start(ctx context.Context, model string, input []byte) pending {
+func (f *fake) start(ctx context.Context, model string, input []byte) Call {
 	f.mu.Lock()
 	if f.n == nil {
 		f.n = map[string]int{}
@@ -434,7 +434,7 @@ func TestRunClient(t *testing.T) {
 	}
 	defer c.Close()
 	w := newWorkload(50*msec, 200*msec, model{"a", 50 * msec, 500})
-	rep, err := Run(context.Background(), c, w, Options{Label: "live"})
+	rep, err := Run(context.Background(), Client(c), w, Options{Label: "live"})
 	if err != nil {
 		t.Fatal(err)
 	}

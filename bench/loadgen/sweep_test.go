@@ -25,20 +25,20 @@ type sweepTarget struct {
 	onIssue  func(n int64)
 }
 
-func (f *sweepTarget) Go(_ context.Context, model string, _ []byte, _ ...frontend.CallOption) *frontend.Call {
+func (f *sweepTarget) Start(_ context.Context, model string, _ []byte) Call {
 	n := f.issued.Add(1)
 	f.inFlight.Add(1)
 	if f.onIssue != nil {
 		f.onIssue(n)
 	}
-	return frontend.Async(model, func() ([]byte, frontend.Timing, error) {
+	return Go(func() (frontend.Timing, error) {
 		defer f.inFlight.Add(-1)
 		service := time.NewTimer(f.serve) // the emulated request's service time
 		<-service.C
 		if f.capacity > 0 && n > f.capacity {
-			return nil, frontend.Timing{}, &frontend.DropError{Model: model, Reason: frontend.DropOverload}
+			return frontend.Timing{}, &frontend.DropError{Model: model, Reason: frontend.DropOverload}
 		}
-		return []byte{1}, frontend.Timing{}, nil
+		return frontend.Timing{}, nil
 	})
 }
 

@@ -202,7 +202,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	var current *cluster.Cluster
 	target := func(c *cluster.Cluster) loadgen.Target {
 		if len(w.Faults) == 0 {
-			return c.Frontends[0]
+			return loadgen.Client(c.Frontends[0])
 		}
 		return c.Target()
 	}
@@ -355,7 +355,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("model %q: %s gives an SLO of %v, but the scheduler at %s serves it with %v; bench the workload the scheduler was started with (symphony scheduler -f)", m.Name, w.Source, m.SLO, *sched, info.SLO)
 		}
 	}
-	return lf.benchRunning(ctx, client, w, "live", stdout, stderr)
+	return lf.benchRunning(ctx, loadgen.Client(client), w, "live", stdout, stderr)
 }
 
 // benchRunning drives a running cluster through t (via: "live" for an

@@ -119,8 +119,8 @@ func TestDemoSweep(t *testing.T) {
 // answerAll is a target that answers every request at once.
 type answerAll struct{}
 
-func (answerAll) Go(_ context.Context, model string, _ []byte, _ ...frontend.CallOption) *frontend.Call {
-	return frontend.Async(model, func() ([]byte, frontend.Timing, error) { return []byte{1}, frontend.Timing{}, nil })
+func (answerAll) Start(context.Context, string, []byte) loadgen.Call {
+	return loadgen.Go(func() (frontend.Timing, error) { return frontend.Timing{}, nil })
 }
 
 // A sweep stopped by a signal prints the table of what it measured, with
