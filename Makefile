@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/symphony
 PKGS    := ./...
 
-.PHONY: build test lint bench demo experiments fuzz clean
+.PHONY: build test lint bench demo experiments fuzz clean onnxruntime
 
 # The production binary and the bench harness, side by side: symphony runs
 # its bench commands (sim, demo, bench) through symphony-bench.
@@ -15,6 +15,21 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+
+# ONNX Runtime's shared library for the ONNX executor (backend/onnx), from
+# the npm package onnxruntime-node, which ships it for linux/x64; into a
+# git-ignored folder. The backend finds it with --onnxruntime-lib or
+# SYMPHONY_ONNXRUNTIME_LIB, and tests find it here.
+ORT_VERSION := 1.24.1
+ORT_DIR     := .cache/onnxruntime-$(ORT_VERSION)
+ORT_LIB     := $(ORT_DIR)/libonnxruntime.so.1
+onnxruntime: $(ORT_LIB)
+$(ORT_LIB):
+	mkdir -p $(ORT_DIR)
+	cd $(ORT_DIR) && npm pack --silent onnxruntime-node@$(ORT_VERSION) >/dev/null && \
+	  tar xzf onnxruntime-node-$(ORT_VERSION).tgz package/bin/napi-v6/linux/x64/libonnxruntime.so.1 && \
+	  mv package/bin/napi-v6/linux/x64/libonnxruntime.so.1 . && rm -rf package onnxruntime-node-$(ORT_VERSION).tgz
+	@echo "ONNX Runtime $(ORT_VERSION): $(ORT_LIB)"
 
 # staticcheck (v0.8.2 is its 2026.2.2 release), pinned, on both builds (the rdma build's cgo files
 # included); .ci/run runs it before the tests.

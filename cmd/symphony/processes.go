@@ -17,6 +17,7 @@ import (
 
 	"github.com/symphony-serving/symphony/backend"
 	backmetrics "github.com/symphony-serving/symphony/backend/metrics"
+	"github.com/symphony-serving/symphony/backend/onnx"
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
@@ -121,7 +122,11 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
-	gpus := fs.Int("gpus", 1, "emulated GPUs this backend owns")
+	gpus := fs.Int("gpus", 1, "GPUs this backend owns (emulated, or CPU slots with --executor onnx)")
+	executor := fs.String("executor", "emulated", "what runs the batches: emulated (sleeps ℓ(b), answers a digest of the input) or onnx (ONNX Runtime on the CPU, models from --model-repo)")
+	repo := fs.String("model-repo", "", "with --executor onnx: the model repository, REPO/<model>/<version>/model.onnx")
+	ortLib := fs.String("onnxruntime-lib", "", "with --executor onnx: ONNX Runtime's libonnxruntime.so (default: $"+onnx.LibraryEnv+", else make onnxruntime's "+onnx.FetchedLibrary+")")
+	intraOp := fs.Int("intra-op-threads", 0, "with --executor onnx: threads per batch (0: ONNX Runtime's default)")
 	name := fs.String("name", "", "name in logs (default backend-PID)")
 	dp := cli.AddDataPathFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
@@ -141,6 +146,21 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, cli.NewNetwork(log)
 	bc.DataPath = dp.Config()
 	bc.Name = cli.ProcessName(*name, "backend")
+	switch *executor {
+	case "emulated":
+	case "onnx":
+		if *repo == "" {
+			return cli.UsageErr("--executor onnx needs --model-repo")
+		}
+		ex, err := onnx.New(onnx.Config{Library: *ortLib, Repository: *repo, IntraOpThreads: *intraOp})
+		if err != nil {
+			return err
+		}
+		defer ex.Close()
+		bc.Executor = ex
+	default:
+		return cli.UsageErr("--executor %q: want emulated or onnx", *executor)
+	}
 	metricsLn, err := listenMetrics(*metricsAddr)
 	if err != nil {
 		return err
