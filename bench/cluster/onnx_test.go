@@ -6,13 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/backend/onnx"
+	"github.com/symphony-serving/symphony/backend/onnx/onnxtest"
 	"github.com/symphony-serving/symphony/bench/modelgen"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/scheduler/profile"
@@ -25,12 +25,7 @@ import (
 // model's plain-Go evaluation, to within 1e-5), in batches that mix the
 // two frontends' requests.
 func TestONNXClusterAnswersEachRequest(t *testing.T) {
-	if onnx.DefaultLibrary() == "" {
-		if os.Getenv("SYMPHONY_REQUIRE_ONNXRUNTIME") != "" {
-			t.Fatal("no ONNX Runtime library (make onnxruntime)")
-		}
-		t.Skip("no ONNX Runtime library: make onnxruntime")
-	}
+	onnxtest.NeedRuntime(t)
 	mlp := modelgen.Committed()["mlp/1/model.onnx"]
 	cfg := testConfig(inproc.New(), "", 1, 2)
 	cfg.Models = []service.Model{{Name: "mlp", Profile: profile.MustLinear(100*time.Microsecond, time.Millisecond, 32), SLO: 3 * time.Second, InputBytes: int64(4 * mlp.In)}}

@@ -6,10 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/symphony-serving/symphony/backend/onnx"
+	"github.com/symphony-serving/symphony/backend/onnx/onnxtest"
 	"github.com/symphony-serving/symphony/bench/modelgen"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -19,12 +19,7 @@ import (
 // up to 8: the model file says what the generator meant, and the executor
 // puts each request's output back in its place.
 func TestRuntimeMatchesReference(t *testing.T) {
-	if onnx.DefaultLibrary() == "" {
-		if os.Getenv("SYMPHONY_REQUIRE_ONNXRUNTIME") != "" {
-			t.Fatal("no ONNX Runtime library (make onnxruntime)")
-		}
-		t.Skip("no ONNX Runtime library: make onnxruntime")
-	}
+	onnxtest.NeedRuntime(t)
 	e, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
 	if err != nil {
 		t.Fatal(err)
