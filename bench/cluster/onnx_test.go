@@ -20,15 +20,16 @@ import (
 	"github.com/symphony-serving/symphony/transport/inproc"
 )
 
-// A cluster whose backend runs the committed MLP with ONNX Runtime answers
+// A cluster whose backend runs the committed CNN with ONNX Runtime answers
 // every request of two frontends with that request's own output (the
 // model's plain-Go evaluation, to within 1e-5), in batches that mix the
 // two frontends' requests.
 func TestONNXClusterAnswersEachRequest(t *testing.T) {
 	onnxtest.NeedRuntime(t)
-	mlp := modelgen.Committed()["mlp/1/model.onnx"]
+	cnn := modelgen.Committed()["cnn/1/model.onnx"]
+	in, out := cnn.Sizes()
 	cfg := testConfig(inproc.New(), "", 1, 2)
-	cfg.Models = []service.Model{{Name: "mlp", Profile: profile.MustLinear(100*time.Microsecond, time.Millisecond, 32), SLO: 3 * time.Second, InputBytes: int64(4 * mlp.In)}}
+	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, time.Millisecond, 32), SLO: 3 * time.Second, InputBytes: int64(4 * in)}}
 	cfg.Frontends = 2
 	cfg.Executor = func() backend.Executor {
 		ex, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
@@ -48,13 +49,13 @@ func TestONNXClusterAnswersEachRequest(t *testing.T) {
 		calls := make([]*frontend.Call, perFrontend)
 		xs := make([][]float32, perFrontend)
 		for i := range calls {
-			xs[i] = make([]float32, mlp.In)
-			in := make([]byte, 4*mlp.In)
+			xs[i] = make([]float32, in)
+			b := make([]byte, 4*in)
 			for j := range xs[i] {
-				xs[i][j] = float32(math.Sin(float64(f*100000 + i*mlp.In + j)))
-				binary.LittleEndian.PutUint32(in[4*j:], math.Float32bits(xs[i][j]))
+				xs[i][j] = float32(math.Sin(float64(f*100000 + i*in + j)))
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(xs[i][j]))
 			}
-			calls[i] = client.Go(context.Background(), "mlp", in)
+			calls[i] = client.Go(context.Background(), "cnn", b)
 		}
 		wg.Add(1)
 		go func() {
@@ -65,12 +66,12 @@ func TestONNXClusterAnswersEachRequest(t *testing.T) {
 					t.Errorf("frontend %d request %d: %v", f, i, call.Err)
 					continue
 				}
-				want, err := mlp.Forward(xs[i])
+				want, err := cnn.Forward(xs[i])
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if len(call.Output) != 4*len(want) {
+				if len(want) != out || len(call.Output) != 4*len(want) {
 					t.Errorf("frontend %d request %d: %d output bytes, want %d", f, i, len(call.Output), 4*len(want))
 					continue
 				}

@@ -99,8 +99,14 @@ type graph struct {
 	nodes, inits, inputs, outputs []byte
 }
 
+// intsAttr is an AttributeProto of type INTS.
+type intsAttr struct {
+	name string
+	ints []int64
+}
+
 // node appends a NodeProto (GraphProto field 1).
-func (g *graph) node(op string, inputs []string, output string) {
+func (g *graph) node(op string, inputs []string, output string, attrs ...intsAttr) {
 	var n []byte
 	for _, in := range inputs {
 		n = protowire.AppendTag(n, 1, protowire.BytesType)
@@ -112,6 +118,19 @@ func (g *graph) node(op string, inputs []string, output string) {
 	n = protowire.AppendString(n, output+"_"+op)
 	n = protowire.AppendTag(n, 4, protowire.BytesType)
 	n = protowire.AppendString(n, op)
+	for _, a := range attrs {
+		var ab []byte
+		ab = protowire.AppendTag(ab, 1, protowire.BytesType) // name
+		ab = protowire.AppendString(ab, a.name)
+		for _, v := range a.ints {
+			ab = protowire.AppendTag(ab, 8, protowire.VarintType) // ints
+			ab = protowire.AppendVarint(ab, uint64(v))
+		}
+		ab = protowire.AppendTag(ab, 20, protowire.VarintType) // type: INTS
+		ab = protowire.AppendVarint(ab, 7)
+		n = protowire.AppendTag(n, 5, protowire.BytesType) // attribute
+		n = protowire.AppendBytes(n, ab)
+	}
 	g.nodes = protowire.AppendTag(g.nodes, 1, protowire.BytesType)
 	g.nodes = protowire.AppendBytes(g.nodes, n)
 }
@@ -140,17 +159,20 @@ func (g *graph) initializer(name string, dims []int64, data []float32) {
 	g.inits = protowire.AppendBytes(g.inits, t)
 }
 
-// valueInfo is a ValueInfoProto of a float tensor [N, width], N a named
+// valueInfo is a ValueInfoProto of a float tensor [N, dims...], N a named
 // (batch) dimension.
-func valueInfo(name string, width int64) []byte {
-	var batch, fixed, shape, tensor, typ, vi []byte
+func valueInfo(name string, dims ...int64) []byte {
+	var batch, shape, tensor, typ, vi []byte
 	batch = protowire.AppendTag(batch, 2, protowire.BytesType) // dim_param
 	batch = protowire.AppendString(batch, "N")
-	fixed = protowire.AppendTag(fixed, 1, protowire.VarintType) // dim_value
-	fixed = protowire.AppendVarint(fixed, uint64(width))
-	for _, d := range [][]byte{batch, fixed} {
+	shape = protowire.AppendTag(shape, 1, protowire.BytesType)
+	shape = protowire.AppendBytes(shape, batch)
+	for _, d := range dims {
+		var fixed []byte
+		fixed = protowire.AppendTag(fixed, 1, protowire.VarintType) // dim_value
+		fixed = protowire.AppendVarint(fixed, uint64(d))
 		shape = protowire.AppendTag(shape, 1, protowire.BytesType)
-		shape = protowire.AppendBytes(shape, d)
+		shape = protowire.AppendBytes(shape, fixed)
 	}
 	tensor = protowire.AppendTag(tensor, 1, protowire.VarintType) // elem_type
 	tensor = protowire.AppendVarint(tensor, tensorFloat)
@@ -164,14 +186,14 @@ func valueInfo(name string, width int64) []byte {
 	return protowire.AppendBytes(vi, typ)
 }
 
-func (g *graph) input(name string, width int64) {
+func (g *graph) input(name string, dims ...int64) {
 	g.inputs = protowire.AppendTag(g.inputs, 11, protowire.BytesType)
-	g.inputs = protowire.AppendBytes(g.inputs, valueInfo(name, width))
+	g.inputs = protowire.AppendBytes(g.inputs, valueInfo(name, dims...))
 }
 
-func (g *graph) output(name string, width int64) {
+func (g *graph) output(name string, dims ...int64) {
 	g.outputs = protowire.AppendTag(g.outputs, 12, protowire.BytesType)
-	g.outputs = protowire.AppendBytes(g.outputs, valueInfo(name, width))
+	g.outputs = protowire.AppendBytes(g.outputs, valueInfo(name, dims...))
 }
 
 // bytes is the GraphProto, named name.
@@ -201,8 +223,102 @@ func model(graph []byte) []byte {
 }
 
 // Committed is the models committed under testdata/models, by repository
-// path (<model>/<version>/model.onnx): the tests' MLP, 16 inputs, 32
-// hidden units, 4 outputs (3 KB).
-func Committed() map[string]*MLP {
-	return map[string]*MLP{"mlp/1/model.onnx": NewMLP(16, 32, 4, 1)}
+// path (<model>/<version>/model.onnx): an MLP of 16 inputs, 32 hidden
+// units and 4 outputs (3 KB), and a CNN on 8×8 one-channel images with 4
+// 3×3 filters and 3 classes (590 bytes).
+func Committed() map[string]Model {
+	return map[string]Model{"mlp/1/model.onnx": NewMLP(16, 32, 4, 1), "cnn/1/model.onnx": NewCNN(4, 8, 3, 2)}
+}
+
+// Model is a generated model: its ONNX file and its reference evaluation
+// of one sample (the values of one input, flattened row-major).
+type Model interface {
+	ONNX() []byte
+	Forward(x []float32) ([]float32, error)
+	// Sizes are the values of one sample's input and output.
+	Sizes() (in, out int)
+}
+
+// Sizes implements Model.
+func (m *MLP) Sizes() (int, int) { return m.In, m.Out }
+
+// CNN is a small convolutional network on one-channel Side×Side images:
+// a 3×3 convolution to Channels maps (padding 1), relu, global average
+// pooling, and a dense layer to Classes. Input "x" is [N, 1, Side, Side],
+// output "y" is [N, Classes].
+type CNN struct {
+	Channels, Side, Classes int
+	K, KB                   []float32 // Channels×3×3 kernels, Channels biases
+	W, B                    []float32 // Channels×Classes, Classes
+}
+
+// NewCNN returns a CNN with weights drawn from seed.
+func NewCNN(channels, side, classes int, seed uint64) *CNN {
+	rng := rand.New(rand.NewPCG(seed, 0x636e6e))
+	draw := func(n int, scale float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32((rng.Float64()*2 - 1) * scale)
+		}
+		return v
+	}
+	return &CNN{Channels: channels, Side: side, Classes: classes,
+		K: draw(channels*9, 1.0/3), KB: draw(channels, 0.1),
+		W: draw(channels*classes, 1/math.Sqrt(float64(channels))), B: draw(classes, 0.1)}
+}
+
+// Sizes implements Model.
+func (m *CNN) Sizes() (int, int) { return m.Side * m.Side, m.Classes }
+
+// Forward evaluates the network on one image, in float64.
+func (m *CNN) Forward(x []float32) ([]float32, error) {
+	s := m.Side
+	if len(x) != s*s {
+		return nil, fmt.Errorf("modelgen: input has %d values, the model takes %d", len(x), s*s)
+	}
+	pooled := make([]float64, m.Channels)
+	for c := 0; c < m.Channels; c++ {
+		var sum float64
+		for i := 0; i < s; i++ {
+			for j := 0; j < s; j++ {
+				v := float64(m.KB[c])
+				for di := -1; di <= 1; di++ {
+					for dj := -1; dj <= 1; dj++ {
+						if ii, jj := i+di, j+dj; ii >= 0 && ii < s && jj >= 0 && jj < s {
+							v += float64(x[ii*s+jj]) * float64(m.K[c*9+(di+1)*3+(dj+1)])
+						}
+					}
+				}
+				sum += math.Max(v, 0)
+			}
+		}
+		pooled[c] = sum / float64(s*s)
+	}
+	y := make([]float32, m.Classes)
+	for k := range y {
+		v := float64(m.B[k])
+		for c := 0; c < m.Channels; c++ {
+			v += pooled[c] * float64(m.W[c*m.Classes+k])
+		}
+		y[k] = float32(v)
+	}
+	return y, nil
+}
+
+// ONNX encodes the network as an ONNX ModelProto.
+func (m *CNN) ONNX() []byte {
+	var g graph
+	c, s, k := int64(m.Channels), int64(m.Side), int64(m.Classes)
+	g.initializer("K", []int64{c, 1, 3, 3}, m.K)
+	g.initializer("KB", []int64{c}, m.KB)
+	g.initializer("W", []int64{c, k}, m.W)
+	g.initializer("B", []int64{k}, m.B)
+	g.node("Conv", []string{"x", "K", "KB"}, "conv", intsAttr{"kernel_shape", []int64{3, 3}}, intsAttr{"pads", []int64{1, 1, 1, 1}})
+	g.node("Relu", []string{"conv"}, "act")
+	g.node("GlobalAveragePool", []string{"act"}, "pool")
+	g.node("Flatten", []string{"pool"}, "flat")
+	g.node("Gemm", []string{"flat", "W", "B"}, "y")
+	g.input("x", 1, s, s)
+	g.output("y", k)
+	return model(g.bytes("cnn"))
 }
