@@ -222,6 +222,18 @@ func (e *Executor) Execute(_ context.Context, _ int, id uint32, inputs [][]byte)
 	return res, nil
 }
 
+// SampleBytes is the size of one request's input and of its output for a
+// loaded model, as its ONNX file declares them.
+func (e *Executor) SampleBytes(id uint32) (in, out int, ok bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	m := e.models[id]
+	if m == nil {
+		return 0, 0, false
+	}
+	return 4 * m.inLen, 4 * m.outLen, true
+}
+
 // Timing is each loaded model's batches so far, by name.
 func (e *Executor) Timing() map[string]Timing {
 	e.mu.RLock()

@@ -22,6 +22,9 @@ func (*Executor) Execute(context.Context, int, uint32, [][]byte) ([][]byte, erro
 	return nil, ErrNotBuilt
 }
 
+// SampleBytes knows no model: there is no executor in this build.
+func (*Executor) SampleBytes(uint32) (int, int, bool) { return 0, 0, false }
+
 // Timing is empty: there is no executor in this build.
 func (*Executor) Timing() map[string]Timing { return nil }
 

@@ -44,6 +44,11 @@ Usage:
       Open many slow connections to a running KServe gateway (bodies announced
       and never sent, slowloris headers, idle keep-alives): how soon it closes
       them, and its RSS meanwhile.
+  symphony-bench profile --model-repo REPO --model NAME [--max-batch N] [--runs N]
+               [--warmup N] [--tolerance F] [--intra-op-threads N] [--dry-run] [--json] [--plot DIR]
+      Measure a repository model's batch latency ℓ(b) on the ONNX executor (median
+      and p99 per batch size), fit α·b+β (or keep the table where the line is
+      off by more than the tolerance), and write the profile into its config.yaml.
   symphony-bench partition experiment [--models N] [--parts N] [--instances N]
                [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
       Compare the partitioning engines on random instances (Appendix A.2).
@@ -73,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runBench(args[1:], stdout, stderr)
 	case args[0] == "demo":
 		err = runDemo(args[1:], stdout, stderr)
+	case args[0] == "profile":
+		err = runProfile(args[1:], stdout, stderr)
 	case args[0] == "partition" && len(args) > 1 && args[1] == "experiment":
 		return cli.ExitStatus("symphony-bench", "partition experiment", runPartitionExperiment(args[2:], stdout, stderr), stderr)
 	default:

@@ -17,6 +17,7 @@ func TestBenchCommand(t *testing.T) {
 	}{
 		{[]string{"sim", "-f", "x"}, true},
 		{[]string{"demo"}, true},
+		{[]string{"profile", "--model", "cnn"}, true},
 		{[]string{"bench", "slowclients"}, true},
 		{[]string{"partition", "experiment"}, true},
 		{[]string{"partition", "-f", "m.yaml"}, false},
@@ -64,5 +65,21 @@ func TestPlanIsProvision(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "plan", "-f", trafficApp, "--json")
 	if code != 0 || !strings.Contains(stderr, "symphony plan is now symphony provision") || !strings.Contains(stdout, `"cost_per_hour"`) {
 		t.Fatalf("exit %d, stderr %q, stdout %.200q", code, stderr, stdout)
+	}
+}
+
+// The scheduler serves a repository's profiled models, with a file's
+// settings and models when both are given.
+func TestWithRepository(t *testing.T) {
+	c, err := withRepository("", "../../testdata/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Models) != 2 || c.Models[0].Name != "cnn" || c.Models[1].Name != "mlp" {
+		t.Fatalf("models %+v", c.Models)
+	}
+	c, err = withRepository("../../testdata/serving/demo.yaml", "../../testdata/models")
+	if err != nil || len(c.Models) != 8 {
+		t.Fatalf("with demo.yaml: %d models, %v", len(c.Models), err)
 	}
 }

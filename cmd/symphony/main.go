@@ -38,7 +38,7 @@ Usage:
       Compare the planner, its baselines, the brute force and Scrooge's MILP
       on random applications (Harpagon §IV-B).
 
-The bench harness's commands (sim, demo, bench, partition experiment) live in
+The bench harness's commands (sim, demo, bench, profile, partition experiment) live in
 the symphony-bench binary, which 'symphony COMMAND' runs from beside this one
 or from PATH: see 'symphony-bench -h'.
 
@@ -96,7 +96,7 @@ func benchCommand(args []string) bool {
 		return false
 	}
 	switch args[0] {
-	case "sim", "demo", "bench":
+	case "sim", "demo", "bench", "profile":
 		return true
 	case "partition":
 		return len(args) > 1 && args[1] == "experiment"

@@ -35,6 +35,25 @@ import (
 //go:embed default-serving.yaml
 var defaultServing []byte
 
+// withRepository is the serving configuration of a model repository: its
+// models, with the settings (and models) of file if given, else the
+// defaults.
+func withRepository(file, repo string) (*serving.Config, error) {
+	rc, err := serving.ParseRepository(repo)
+	if err != nil || file == "" {
+		return rc, err
+	}
+	cfg, err := serving.ParseFile(file)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Models = append(cfg.Models, rc.Models...)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w (with the models of %s)", err, repo)
+	}
+	return cfg, nil
+}
+
 // loadServing parses the serving configuration in the file, or the
 // bundled default for "".
 func loadServing(path string) (*serving.Config, error) {
@@ -51,6 +70,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	file := fs.String("f", "", "serving configuration to serve: models, policy, network delays, live floor and limits (docs/serving-config.md); a workload file serves too, its load ignored (default: the bundled demo's models)")
 	addr := fs.String("addr", "127.0.0.1:7100", "address to listen on for frontends and backends")
+	repo := fs.String("model-repo", "", "serve the profiled models of this model repository (REPO/<model>/config.yaml), besides -f's when both are given")
 	policy := fs.String("policy", "", "override the file's policy: symphony, work-conserving or clockwork")
 	maxGPUs := fs.Int("max-gpus", 0, "most GPUs the cluster may have (default: the file's limits.max_gpus, else 1024)")
 	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (default: the file's limits.drain_timeout, else the longest SLO plus 500ms; negative: none); a second signal cuts it short, a third exits")
@@ -64,6 +84,9 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	}
 	log := cli.ProcessLogger(stderr, *verbose)
 	cfg, err := loadServing(*file)
+	if *repo != "" {
+		cfg, err = withRepository(*file, *repo)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,207 @@
+package serving
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/symphony-serving/symphony/partition/strictyaml"
+	"github.com/symphony-serving/symphony/scheduler/profile"
+)
+
+// A model repository is a folder with one folder per model, in the spirit
+// of Triton's: REPO/<model>/config.yaml says how the model is served, and
+// REPO/<model>/<version>/model.onnx is what the backends run (the highest
+// version). A model's config.yaml holds:
+//
+//	slo: 50ms                          # required
+//	max_batch: 32                      # the largest batch to profile and serve (default 32)
+//	input_size: 256                    # bytes of one request's input
+//	memory: {static: 10MiB, dynamic: 1MiB}
+//	profile: {alpha: 20us, beta: 200us, max_batch: 32}   # written by symphony profile
+//
+// A model is served only once it has a profile.
+
+// RepoConfigKeys are the keys of a model's config.yaml.
+var RepoConfigKeys = []string{"slo", "max_batch", "input_size", "memory", "profile"}
+
+// DefaultRepoMaxBatch is a repository model's max_batch when its config
+// gives none.
+const DefaultRepoMaxBatch = 32
+
+// RepoModel is one model of a repository as its config.yaml describes it.
+type RepoModel struct {
+	// Model is the served model; its Profile is the zero Profile until the
+	// model is profiled.
+	Model
+	// MaxBatch is the largest batch to profile and serve.
+	MaxBatch int
+	// Config is the config.yaml's path.
+	Config string
+}
+
+// Profiled reports whether the model has a profile, which serving needs.
+func (m *RepoModel) Profiled() bool { return m.Profile.Valid() }
+
+// ReadRepoModel reads REPO/name/config.yaml.
+func ReadRepoModel(repo, name string) (*RepoModel, error) {
+	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+		return nil, fmt.Errorf("serving: model name %q cannot name a repository folder", name)
+	}
+	if err := strictyaml.CheckName(name, MaxNameLen); err != nil {
+		return nil, fmt.Errorf("serving: repository model %q: name %v", name, err)
+	}
+	path := filepath.Join(repo, name, "config.yaml")
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := strictyaml.Decode(data, path, MaxFileSize, "empty model config (want at least slo)")
+	if err != nil {
+		return nil, err
+	}
+	r := &strictyaml.Reader{Source: path, Work: maxWork}
+	d := NewDecoder(r)
+	m, err := r.Mapping(root, "", "a model config {slo, max_batch, input_size, memory, profile}", RepoConfigKeys)
+	if err != nil {
+		return nil, err
+	}
+	rm := &RepoModel{Model: Model{Name: name}, MaxBatch: DefaultRepoMaxBatch, Config: path}
+	v, err := r.Required(m, "slo", " (a duration such as 50ms)")
+	if err != nil {
+		return nil, err
+	}
+	if rm.SLO, err = r.PosDuration(v, "slo"); err != nil {
+		return nil, err
+	}
+	if v, ok := m.Lookup("max_batch"); ok {
+		if rm.MaxBatch, err = r.IntIn(v, "max_batch", 1, 1<<16); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m.Lookup("input_size"); ok {
+		if rm.InputBytes, err = r.Size(v, "input_size", MaxInputSize); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m.Lookup("memory"); ok {
+		if rm.StaticMemory, rm.DynamicMemory, err = d.memory(v, "memory"); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m.Lookup("profile"); ok {
+		var spec *profile.ModelSpec
+		if rm.Profile, spec, err = d.profile(v, "profile"); err != nil {
+			return nil, err
+		}
+		if spec != nil {
+			return nil, r.ErrAt(v, "profile", "a repository model's profile is its own measurement (symphony profile), not a zoo's")
+		}
+		if least := rm.LeastLatency(DefaultNetwork()); rm.SLO <= least {
+			return nil, r.ErrAt(m.Get("slo"), "slo", "%v is not longer than a batch of one takes with the default network delays (%v)", rm.SLO, least)
+		}
+	}
+	return rm, nil
+}
+
+// ParseRepository reads every model of the repository: the folders with a
+// config.yaml, in name order. Every model must be profiled.
+func ParseRepository(repo string) (*Config, error) {
+	entries, err := os.ReadDir(repo)
+	if err != nil {
+		return nil, fmt.Errorf("serving: model repository: %w", err)
+	}
+	c := &Config{Source: repo, Settings: DefaultSettings()}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(repo, e.Name(), "config.yaml")); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		rm, err := ReadRepoModel(repo, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if !rm.Profiled() {
+			return nil, fmt.Errorf("serving: %s has no profile: measure it with symphony profile --model-repo %s --model %s", rm.Config, repo, rm.Name)
+		}
+		c.Models = append(c.Models, rm.Model)
+	}
+	if len(c.Models) == 0 {
+		return nil, fmt.Errorf("serving: model repository %s has no model (REPO/<model>/config.yaml)", repo)
+	}
+	slices.SortFunc(c.Models, func(a, b Model) int { return strings.Compare(a.Name, b.Name) })
+	return c, c.Validate()
+}
+
+// WriteProfile sets the profile in a model's config.yaml, keeping its
+// other keys and their comments: a linear profile as {alpha, beta,
+// max_batch}, any other as its batch_latency table.
+func WriteProfile(configPath string, p profile.Profile, linear *profile.Fit) error {
+	data, err := readLimited(configPath)
+	if err != nil {
+		return err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("serving: %s: %w", configPath, err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return fmt.Errorf("serving: %s: not a mapping", configPath)
+	}
+	root := doc.Content[0]
+	val := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	add := func(k, v string) {
+		val.Content = append(val.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &yaml.Node{Kind: yaml.ScalarNode, Value: v})
+	}
+	if linear != nil {
+		add("alpha", linear.Alpha.String())
+		add("beta", linear.Beta.String())
+		add("max_batch", fmt.Sprint(p.MaxBatch()))
+	} else {
+		seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for b := 1; b <= p.MaxBatch(); b++ {
+			seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: p.Latency(b).Round(10 * time.Nanosecond).String()})
+		}
+		val.Content = append(val.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "batch_latency"}, seq)
+	}
+	replaced := false
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "profile" {
+			root.Content[i+1], replaced = val, true
+		}
+	}
+	if !replaced {
+		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "profile"}, val)
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return fmt.Errorf("serving: %s: %w", configPath, err)
+	}
+	return os.WriteFile(configPath, b.Bytes(), 0o644)
+}
+
+// readLimited reads a file of at most MaxFileSize bytes.
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("serving: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, &Error{Source: path, Msg: err.Error(), Err: err}
+	}
+	return data, nil
+}
