@@ -47,6 +47,7 @@ type collector struct {
 	q      queue
 	series []report.Interval
 	seen   batchSet
+	// faults tallies requests against the fault scenario; nil without one.
 	faults *report.FaultTally
 }
 
@@ -99,15 +100,18 @@ func (c *collector) account(e *entry) {
 		}
 	}
 	o, why := outcomeOf(err, good)
-	c.faults.Add(e.at, o, why)
+	if c.faults != nil {
+		c.faults.Add(e.at, o, why)
+	}
 	if !r.inWindow(e.at) {
 		return
 	}
 	if ran {
 		m.Queueing.Record(t.Started.Sub(t.Submitted))
 	}
-	if err == nil {
-		if good {
+	switch o {
+	case report.OutcomeGood, report.OutcomeLate:
+		if o == report.OutcomeGood {
 			m.Good++
 		} else {
 			m.Late++
@@ -115,18 +119,17 @@ func (c *collector) account(e *entry) {
 		m.Latency.Record(lat)
 		m.BatchWeighted += uint64(t.BatchSize)
 		return
-	}
-	if reason, ok := frontend.IsDrop(err); ok {
+	case report.OutcomeDropped:
 		m.Dropped++
-		m.AddReason(string(reason), 1)
-		return
+	case report.OutcomeFailed:
+		m.Failed++
 	}
-	m.Failed++
-	m.AddReason("failed: "+failKind(err), 1)
+	m.AddReason(why, 1)
 }
 
-// outcomeOf classifies an ended request for the fault tally, with the
-// reason the report's DropReasons gives it.
+// outcomeOf classifies an ended request, with the reason the report's
+// DropReasons gives a dropped or failed one: once per request, for both
+// the window's counts and the fault tally.
 func outcomeOf(err error, good bool) (report.Outcome, string) {
 	switch {
 	case good:
@@ -209,9 +212,12 @@ func (r *runner) build() (*report.Report, error) {
 				m.Name, m.Offered, got, m.Good, m.Late, m.Dropped, m.Failed)
 		}
 	}
-	faults := r.collectors[0].faults
-	for i := 1; i < len(r.collectors); i++ {
-		faults.Merge(r.collectors[i].faults)
+	var faults *report.FaultReport
+	if tally := r.collectors[0].faults; tally != nil {
+		for i := 1; i < len(r.collectors); i++ {
+			tally.Merge(r.collectors[i].faults)
+		}
+		faults = tally.Report()
 	}
 	series := make([]report.Interval, len(r.collectors[0].series))
 	for i := range series {
@@ -224,7 +230,7 @@ func (r *runner) build() (*report.Report, error) {
 	return report.Build(&report.Measurement{
 		Workload: w.Source, Policy: r.o.Label, Seed: w.Seed, GPUs: r.o.GPUs,
 		Seconds: (r.winEnd - r.winStart).Seconds(), // the window, or the part of it that ran
-		Models:  r.models, Faults: faults.Report(),
+		Models:  r.models, Faults: faults,
 		Series: series, Interval: r.o.Interval, End: r.winEnd, // after a stop, the series ends early
 	}), nil
 }

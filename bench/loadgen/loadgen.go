@@ -366,7 +366,9 @@ func newRunner(w *workload.Workload, o Options) *runner {
 	for i := range r.collectors {
 		c := &r.collectors[i]
 		c.r, c.series = r, make([]report.Interval, n)
-		c.faults = report.NewFaultTally(w, r.winStart, r.winEnd, r.winEnd)
+		if len(w.Faults) > 0 {
+			c.faults = report.NewFaultTally(w, r.winStart, r.winEnd, r.winEnd)
+		}
 		c.q.wake = make(chan struct{}, 1)
 		c.seen.cur, c.seen.old = map[batchKey]struct{}{}, map[batchKey]struct{}{}
 	}
