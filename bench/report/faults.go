@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/workload"
@@ -255,19 +256,11 @@ func (t *FaultTally) label(from time.Duration) string {
 	}
 	switch {
 	case len(on) > 0:
-		return joinLabels(on)
+		return strings.Join(on, "; ")
 	case after != "":
 		return after
 	}
 	return "before the faults"
-}
-
-func joinLabels(ls []string) string {
-	s := ls[0]
-	for _, l := range ls[1:] {
-		s += "; " + l
-	}
-	return s
 }
 
 // threshold is the bad rate a bucket may have and count as recovered: the
