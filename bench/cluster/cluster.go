@@ -293,9 +293,8 @@ func (c *Cluster) BackendTiming() report.BackendTiming {
 			dropped += b.Stats().Dropped.Load()
 		}
 	}
-	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
-	return report.BackendTiming{Batches: lag.Total(), StartLagP50ms: ms(lag.Quantile(0.5)),
-		StartLagP99ms: ms(lag.Quantile(0.99)), StartLagP999ms: ms(lag.Quantile(0.999)), DroppedLate: dropped}
+	return report.BackendTiming{Batches: lag.Total(), StartLagP50ms: report.Ms(lag.Quantile(0.5)),
+		StartLagP99ms: report.Ms(lag.Quantile(0.99)), StartLagP999ms: report.Ms(lag.Quantile(0.999)), DroppedLate: dropped}
 }
 
 // Close stops everything: frontends first (ending their pending requests),
