@@ -9,6 +9,7 @@ import (
 	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/gpuwatch"
 	"github.com/symphony-serving/symphony/scheduler/service"
@@ -55,8 +56,8 @@ const (
 // (bench/loadgen failKind, frontend.DropReason), so that a simulated fault
 // report compares with a live one.
 const (
-	reasonExpired        = "expired"
-	reasonDeadline       = "deadline"
+	reasonExpired        = string(frontend.DropExpired)
+	reasonDeadline       = string(frontend.DropDeadline)
 	reasonBackendLost    = "failed: backend: backend lost"
 	reasonBackendStalled = "failed: backend: backend stalled"
 	reasonSchedulerLost  = "failed: scheduler lost"
@@ -69,9 +70,9 @@ const (
 func liveDropName(r scheduler.DropReason) string {
 	switch r {
 	case scheduler.DropPruned:
-		return "overload"
+		return string(frontend.DropOverload)
 	case scheduler.DropShutdown:
-		return "shutdown"
+		return string(frontend.DropShutdown)
 	}
 	return reasonDeadline
 }
