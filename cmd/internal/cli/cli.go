@@ -181,7 +181,7 @@ func NewNetwork(log zerolog.Logger) *tcp.Network {
 }
 
 // ExperimentReport is what the experiment commands (partition experiment,
-// plan experiment, sim lookahead, the live sweeps) print and save.
+// provision experiment, sim lookahead, the live sweeps) print and save.
 type ExperimentReport interface {
 	WriteText(io.Writer) error
 	WriteJSON(io.Writer) error
