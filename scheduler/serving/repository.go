@@ -86,15 +86,8 @@ func ReadRepoModel(repo, name string) (*RepoModel, error) {
 			return nil, err
 		}
 	}
-	if v, ok := m.Lookup("input_size"); ok {
-		if rm.InputBytes, err = r.Size(v, "input_size", MaxInputSize); err != nil {
-			return nil, err
-		}
-	}
-	if v, ok := m.Lookup("memory"); ok {
-		if rm.StaticMemory, rm.DynamicMemory, err = d.memory(v, "memory"); err != nil {
-			return nil, err
-		}
+	if err := d.sizes(m, &rm.Model); err != nil {
+		return nil, err
 	}
 	if v, ok := m.Lookup("profile"); ok {
 		var spec *profile.ModelSpec
