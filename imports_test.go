@@ -118,7 +118,7 @@ var importRules = []importRule{
 		func(p string) bool { return under(p, "partition") },
 		[]string{"transport"}},
 	// cmd/symphony is the binary a deployment runs (`symphony scheduler`,
-	// backend, frontend, partition, plan); the harness's commands live in
+	// backend, frontend, partition, provision); the harness's commands live in
 	// cmd/symphony-bench, which `symphony sim|demo|bench` runs.
 	{"production code, the symphony binary included, never depends on the bench harness",
 		func(p string) bool { return !underAny(p, "bench") && p != "" && !under(p, "cmd/symphony-bench") },

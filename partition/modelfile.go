@@ -1,10 +1,7 @@
 package partition
 
 import (
-	"fmt"
-	"io"
 	"math"
-	"os"
 
 	"go.yaml.in/yaml/v3"
 
@@ -65,19 +62,9 @@ type ModelFileError = strictyaml.Error
 
 // ParseModelFile reads and parses the model file at path.
 func ParseModelFile(path string) (*ModelFile, error) {
-	f, err := os.Open(path)
+	data, err := strictyaml.ReadFile(path, MaxModelFileSize, "partition", "a model file")
 	if err != nil {
-		return nil, fmt.Errorf("partition: %w", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, &ModelFileError{Source: path, Msg: "is a directory, not a model file"}
-	}
-	// Pipes are fine, but only up to MaxModelFileSize, which the limited
-	// read enforces.
-	data, err := io.ReadAll(io.LimitReader(f, MaxModelFileSize+1))
-	if err != nil {
-		return nil, &ModelFileError{Source: path, Msg: err.Error(), Err: err}
+		return nil, err
 	}
 	return ParseModel(data, path)
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
-// On the emulated executor, which sleeps ℓ(b), the measured medians are
-// ℓ(b) plus a little, and the fit recovers α and β.
+// On the emulated executor, which sleeps ℓ(b), every batch size is
+// measured in order, each median is at least ℓ(b) and each p99 at least
+// its median; a max batch of 0 and an unknown model are refused.
 func TestMeasureEmulated(t *testing.T) {
 	prof := profile.MustLinear(2*time.Millisecond, 3*time.Millisecond, 4)
 	lat := make([]time.Duration, 4)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -62,10 +61,7 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // reasons such as "idle > 10%" stay readable
-		return enc.Encode(out)
+		return cli.WriteJSON(stdout, out)
 	}
 	return out.WriteText(stdout)
 }

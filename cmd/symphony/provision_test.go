@@ -17,7 +17,7 @@ const (
 	trafficApp  = "../../testdata/apps/traffic.yaml"
 )
 
-type planJSON struct {
+type provisionJSON struct {
 	Planner     string   `json:"planner"`
 	CostPerHour *float64 `json:"cost_per_hour"`
 	SLO         float64  `json:"slo"`
@@ -54,22 +54,22 @@ type planJSON struct {
 	} `json:"compare"`
 }
 
-func provisionCLI(t *testing.T, args ...string) planJSON {
+func provisionCLI(t *testing.T, args ...string) provisionJSON {
 	t.Helper()
 	code, out, stderr := runCLI(t, append([]string{"provision"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var got planJSON
+	var got provisionJSON
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
 	}
 	return got
 }
 
-// TestPlanJSON: Harpagon Table II's M_3 through the command: the default
+// TestProvisionJSON: Harpagon Table II's M_3 through the command: the default
 // provision (S_4, dummies) and, with flags overriding the file, S_1.
-func TestPlanJSON(t *testing.T) {
+func TestProvisionJSON(t *testing.T) {
 	got := provisionCLI(t, "-f", harpagonApp, "--json")
 	if got.CostPerHour == nil || *got.CostPerHour != 5 || got.Planner != "symphony" || got.SLO != 1 || got.Options.Dispatch != "batch-aware" {
 		t.Fatalf("default provision: %+v", got)
@@ -116,7 +116,7 @@ func TestPlanJSON(t *testing.T) {
 	}
 }
 
-func TestPlanTextCompareAndWorkload(t *testing.T) {
+func TestProvisionTextCompareAndWorkload(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "w", "traffic-workload.yaml")
 	code, stdout, stderr := runCLI(t, "provision", "-f", trafficApp, "--compare", "--workload-out", out)
 	if code != 0 {
@@ -152,7 +152,7 @@ func TestPlanTextCompareAndWorkload(t *testing.T) {
 	}
 }
 
-func TestPlanErrors(t *testing.T) {
+func TestProvisionErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("slo: 1s\nhardware: [{name: g, price_per_hour: 1}]\nmodules: [{name: m, rate: 1, profiles: {h: [{batch: 1, latency: 1ms}]}}]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestPlanErrors(t *testing.T) {
 	}
 }
 
-func TestPlanExperimentCLI(t *testing.T) {
+func TestProvisionExperimentCLI(t *testing.T) {
 	csvPath := filepath.Join(t.TempDir(), "exp.csv")
 	code, out, stderr := runCLI(t, "provision", "experiment", "--instances", "6", "--seed", "2", "--milp=false", "--json", "--csv", csvPath, "--quiet")
 	if code != 0 {

@@ -2,8 +2,6 @@ package provision
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -41,17 +39,9 @@ type AppFile struct {
 
 // ParseAppFile reads and parses the application file at path.
 func ParseAppFile(path string) (*AppFile, error) {
-	f, err := os.Open(path)
+	data, err := strictyaml.ReadFile(path, MaxAppFileSize, "provision", "an application file")
 	if err != nil {
-		return nil, fmt.Errorf("provision: %w", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, &strictyaml.Error{Source: path, Msg: "is a directory, not an application file"}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxAppFileSize+1))
-	if err != nil {
-		return nil, &strictyaml.Error{Source: path, Msg: err.Error(), Err: err}
+		return nil, err
 	}
 	return ParseApp(data, path)
 }

@@ -86,7 +86,7 @@ func (f frontier) add(p frontPoint) frontier {
 // dummies) a full one topped up. visited counts search nodes across calls;
 // when it passes nodes, exact stops and reports false, with the best provision
 // found so far.
-func (s *modSched) exact(T, lam float64, seed *mplan, nodes int, visited *int) (*mplan, bool) {
+func (s *modSched) exact(T, lam float64, seed *modProv, nodes int, visited *int) (*modProv, bool) {
 	cs := s.cs
 	K := len(cs)
 	minCostRate, maxTput := math.Inf(1), 0.0
@@ -171,7 +171,7 @@ func (s *modSched) exact(T, lam float64, seed *mplan, nodes int, visited *int) (
 		if lat > lam+eps {
 			return
 		}
-		q := &mplan{tiers: []tier{}, lat: lat, cost: cost, total: total + extra}
+		q := &modProv{tiers: []tier{}, lat: lat, cost: cost, total: total + extra}
 		if !better(q, best) {
 			return
 		}
@@ -342,10 +342,10 @@ func bruteForce(in *instance, cs [][]cand, o Options, nodes int) (*Provision, er
 	if !ok {
 		return nil, fmt.Errorf("%w (brute force: no combination of module provisions fits)", ErrInfeasible)
 	}
-	s := &solution{cs: cs, disp: o.Dispatch, mods: make([]*mplan, n)}
+	s := &solution{cs: cs, disp: o.Dispatch, mods: make([]*modProv, n)}
 	for m, i := range choice {
 		fp := fronts[m][i]
-		s.mods[m] = &mplan{tiers: fp.tiers, lat: fp.lat, cost: fp.cost}
+		s.mods[m] = &modProv{tiers: fp.tiers, lat: fp.lat, cost: fp.cost}
 		_, _, s.mods[m].total = evalTiers(cs[m], o.Dispatch, fp.tiers)
 		s.cost += fp.cost
 	}

@@ -210,7 +210,7 @@ func refineMILP(in *instance, sol *lpsolve.Solution) (*Provision, error) {
 		}
 	}
 	finish := make([]float64, n)
-	s := &solution{cs: in.cands, disp: MachineThroughput, mods: make([]*mplan, n)}
+	s := &solution{cs: in.cands, disp: MachineThroughput, mods: make([]*modProv, n)}
 	for _, i := range in.topo {
 		cs := in.cands[i]
 		start := 0.0
@@ -269,7 +269,7 @@ func refineMILP(in *instance, sol *lpsolve.Solution) (*Provision, error) {
 // the whole machines ts: on the configuration that serves them cheapest
 // within allow, either as full machines and one partial machine, or as
 // full machines topped up with dummies. It returns nil when nothing fits.
-func refineResidual(cs []cand, ts []tier, residual, allow float64) *mplan {
+func refineResidual(cs []cand, ts []tier, residual, allow float64) *modProv {
 	s := &modSched{cs: cs, disp: MachineThroughput}
 	if residual <= milpTol {
 		if len(ts) == 0 {
@@ -281,7 +281,7 @@ func refineResidual(cs []cand, ts []tier, residual, allow float64) *mplan {
 		}
 		return p
 	}
-	var best *mplan
+	var best *modProv
 	for k := range cs {
 		c := &cs[k]
 		n := int(math.Floor(residual/c.tput + eps))

@@ -26,20 +26,20 @@ type modSched struct {
 	buf []tier
 }
 
-// mplan is a module provision: canonical tiers and their measures.
-type mplan struct {
+// modProv is a module provision: canonical tiers and their measures.
+type modProv struct {
 	tiers []tier
 	lat   float64 // worst case, seconds
 	cost  float64 // per hour
 	total float64 // assigned rate, the module's rate plus dummies
 }
 
-func (p *mplan) ok() bool { return p != nil && p.tiers != nil }
+func (p *modProv) ok() bool { return p != nil && p.tiers != nil }
 
 // better reports whether q is a feasible provision cheaper than p (or p has
 // none). Costs within a relative 1e-9 are equal, and then the lower latency
 // wins, so that exact ties do not flip on rounding.
-func better(q, p *mplan) bool {
+func better(q, p *modProv) bool {
 	if !q.ok() {
 		return false
 	}
@@ -53,9 +53,9 @@ func better(q, p *mplan) bool {
 	return q.cost <= p.cost+tol && q.lat < p.lat-eps
 }
 
-// measure builds an mplan from canonical tiers (copied).
-func (s *modSched) measure(ts []tier) *mplan {
-	p := &mplan{tiers: append([]tier(nil), ts...)}
+// measure builds an modProv from canonical tiers (copied).
+func (s *modSched) measure(ts []tier) *modProv {
+	p := &modProv{tiers: append([]tier(nil), ts...)}
 	p.lat, p.cost, p.total = evalTiers(s.cs, s.disp, p.tiers)
 	return p
 }
@@ -63,7 +63,7 @@ func (s *modSched) measure(ts []tier) *mplan {
 // schedule returns the cheapest provision it finds for rate T within budget L
 // (seconds), or nil when it finds none: the heuristic's provision, improved by a
 // branch-and-bound of at most s.nodes nodes when s.nodes > 0.
-func (s *modSched) schedule(T, L float64) *mplan {
+func (s *modSched) schedule(T, L float64) *modProv {
 	best := s.heuristic(T, L)
 	if s.nodes > 0 {
 		visited := 0
@@ -77,8 +77,8 @@ func (s *modSched) schedule(T, L float64) *mplan {
 // heuristic is the papers' module scheduler: Algorithm 1 (with
 // backtracking when the greedy pass leaves a remainder no configuration can
 // serve), then the dummy generator on its result.
-func (s *modSched) heuristic(T, L float64) *mplan {
-	var best *mplan
+func (s *modSched) heuristic(T, L float64) *modProv {
+	var best *modProv
 	if ts := s.greedy(T, L); ts != nil {
 		best = s.measure(ts)
 	}
@@ -215,8 +215,8 @@ func (s *modSched) greedy(T, L float64) []tier {
 // module's dummy rate is below that configuration's throughput. That
 // configuration need not be dispatched last (normalize puts it in ratio
 // order); the provision books the dummies on the last configurations.
-func (s *modSched) dummies(T, L float64, base *mplan) *mplan {
-	var best *mplan
+func (s *modSched) dummies(T, L float64, base *modProv) *modProv {
+	var best *modProv
 	// The prefixes: every whole-tier prefix of the base provision, and the
 	// base provision without its partial machine.
 	prefixes := [][]tier{nil}
@@ -249,7 +249,7 @@ func (s *modSched) dummies(T, L float64, base *mplan) *mplan {
 			if lat > L+eps {
 				continue
 			}
-			q := &mplan{tiers: ts, lat: lat, cost: cost, total: total}
+			q := &modProv{tiers: ts, lat: lat, cost: cost, total: total}
 			if better(q, best) {
 				q.tiers = append([]tier(nil), ts...)
 				best = q
@@ -263,7 +263,7 @@ func (s *modSched) dummies(T, L float64, base *mplan) *mplan {
 // latency reassigner's move (Harpagon §III-C), which gives a module's slack
 // to its residual workload, where the majority's configuration would not
 // change. It returns nil when the re-provision is not feasible.
-func (s *modSched) residual(p *mplan, T, L float64) *mplan {
+func (s *modSched) residual(p *modProv, T, L float64) *modProv {
 	if !p.ok() || len(p.tiers) < 2 || p.tiers[0].full == 0 {
 		return nil
 	}

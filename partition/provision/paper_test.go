@@ -234,7 +234,7 @@ func TestPiccoloM1(t *testing.T) {
 			if !mp.ok() {
 				t.Fatal("no provision")
 			}
-			sol := &solution{cs: in.cands, disp: tc.disp, mods: []*mplan{mp}}
+			sol := &solution{cs: in.cands, disp: tc.disp, mods: []*modProv{mp}}
 			got := sol.provision(in, Options{Dispatch: tc.disp}, "test")
 			if err := Verify(app, got); err != nil {
 				t.Fatal(err)

@@ -250,17 +250,17 @@ func restrict(in *instance, h int) [][]cand {
 type solution struct {
 	cs    [][]cand
 	disp  Dispatch
-	mods  []*mplan
+	mods  []*modProv
 	cost  float64
 	label string
 }
 
-// planCache remembers module provisions by (module, budget), since the split
+// provCache remembers module provisions by (module, budget), since the split
 // variants often ask for the same budgets.
-type planCache struct {
+type provCache struct {
 	scheds []*modSched
 	rate   []float64
-	memo   map[cacheKey]*mplan
+	memo   map[cacheKey]*modProv
 	fronts map[int]frontier
 }
 
@@ -282,7 +282,7 @@ const (
 // front is module m's frontier of provisions as the module scheduler makes them:
 // its provision within maxLat, then its provision strictly faster than that one, and
 // so on, up to maxFrontPoints.
-func (pc *planCache) front(m int, maxLat float64) frontier {
+func (pc *provCache) front(m int, maxLat float64) frontier {
 	if f, ok := pc.fronts[m]; ok {
 		return f
 	}
@@ -331,7 +331,7 @@ func minExec(cs []cand) float64 {
 }
 
 // get is module m's provision within budget L (seconds), nil when it has none.
-func (pc *planCache) get(m int, L float64) *mplan {
+func (pc *provCache) get(m int, L float64) *modProv {
 	k := cacheKey{m, L}
 	if p, ok := pc.memo[k]; ok {
 		return p
@@ -345,7 +345,7 @@ func (pc *planCache) get(m int, L float64) *mplan {
 // solution over the split variants, with notes.
 func solveWith(in *instance, cs [][]cand, o Options) (*solution, []string) {
 	n := len(in.names)
-	pc := &planCache{scheds: make([]*modSched, n), rate: in.rate, memo: map[cacheKey]*mplan{}, fronts: map[int]frontier{}}
+	pc := &provCache{scheds: make([]*modSched, n), rate: in.rate, memo: map[cacheKey]*modProv{}, fronts: map[int]frontier{}}
 	for m := range pc.scheds {
 		pc.scheds[m] = &modSched{cs: cs[m], disp: o.Dispatch, maxConfigs: o.MaxConfigs, dummy: o.Dummy, search: o.Search, nodes: o.ModuleNodes}
 	}
@@ -439,7 +439,7 @@ func solveWith(in *instance, cs [][]cand, o Options) (*solution, []string) {
 	}
 	var best *solution
 	for _, v := range variants {
-		s := &solution{cs: cs, disp: o.Dispatch, mods: make([]*mplan, n), label: v.label}
+		s := &solution{cs: cs, disp: o.Dispatch, mods: make([]*modProv, n), label: v.label}
 		ok := true
 		for m := 0; m < n && ok; m++ {
 			s.mods[m] = pc.get(m, v.budgets[m])
@@ -469,13 +469,13 @@ func solveWith(in *instance, cs [][]cand, o Options) (*solution, []string) {
 // SLO minus the longest path through it without it), re-provisions the module
 // (whole, and its residual workload alone behind its majority tier) at that
 // budget, and applies the largest saving; then again, until nothing saves.
-func reassign(in *instance, pc *planCache, s *solution) {
+func reassign(in *instance, pc *provCache, s *solution) {
 	n := len(in.names)
 	lat := func(m int) float64 { return s.mods[m].lat }
 	for iter := 0; iter < 4*n+4; iter++ {
 		through := longestThrough(in, lat)
 		bestM, bestSave := -1, 0.0
-		var bestPlan *mplan
+		var bestProv *modProv
 		for m := 0; m < n; m++ {
 			cur := s.mods[m]
 			maxL := in.slo - (through[m] - cur.lat)
@@ -493,13 +493,13 @@ func reassign(in *instance, pc *planCache, s *solution) {
 				continue
 			}
 			if save := cur.cost - q.cost; save > bestSave+1e-9*math.Max(1, cur.cost) {
-				bestM, bestSave, bestPlan = m, save, q
+				bestM, bestSave, bestProv = m, save, q
 			}
 		}
 		if bestM < 0 {
 			return
 		}
-		s.mods[bestM] = bestPlan
+		s.mods[bestM] = bestProv
 	}
 }
 
@@ -515,7 +515,7 @@ func (s *solution) provision(in *instance, o Options, name string) *Provision {
 	budgets := finalBudgets(in, lats)
 	p := &Provision{Planner: name, Options: o, SLO: in.app.SLO}
 	for m, mp := range s.mods {
-		p.Modules = append(p.Modules, modulePlan(in, s.cs[m], s.disp, m, mp, budgets[m]))
+		p.Modules = append(p.Modules, moduleProvision(in, s.cs[m], s.disp, m, mp, budgets[m]))
 		p.CostPerHour += mp.cost
 	}
 	p.Paths, p.PathsOmitted = pathLatencies(in, p.Modules)
@@ -547,7 +547,7 @@ func finalBudgets(in *instance, lats []float64) []time.Duration {
 	return out
 }
 
-func modulePlan(in *instance, cs []cand, disp Dispatch, m int, mp *mplan, budget time.Duration) ModuleProvision {
+func moduleProvision(in *instance, cs []cand, disp Dispatch, m int, mp *modProv, budget time.Duration) ModuleProvision {
 	out := ModuleProvision{
 		Name: in.names[m], Kind: in.app.Modules[m].Kind, Rate: in.rate[m],
 		DummyRate: math.Max(0, mp.total-in.rate[m]),

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -67,6 +68,27 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// ReadFile reads the input file at path for Decode: at most maxSize+1
+// bytes, so that a pipe or a huge file cannot exhaust memory and Decode
+// still sees that it is too large. pkg prefixes a failure to open it
+// ("partition: open x: no such file or directory"); a directory ("is a
+// directory, not <what>") or a failed read is an *Error.
+func ReadFile(path string, maxSize int, pkg, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pkg, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, &Error{Source: path, Msg: "is a directory, not " + what}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(maxSize)+1))
+	if err != nil {
+		return nil, &Error{Source: path, Msg: err.Error(), Err: err}
+	}
+	return data, nil
+}
 
 // Decode parses data, the contents of the file src, into the root node of
 // its only document. It refuses data longer than maxSize, more than one

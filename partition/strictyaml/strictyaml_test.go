@@ -3,6 +3,8 @@ package strictyaml
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,4 +245,28 @@ func FuzzDecode(f *testing.F) {
 		}
 		walk(root, "", 0)
 	})
+}
+
+// ReadFile reads at most one byte past the limit (so that Decode refuses
+// the file), says so of a directory, and prefixes a failure to open.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.yaml")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := ReadFile(path, 4, "pkg", "a file"); err != nil || string(data) != "01234" {
+		t.Errorf("ReadFile with a limit of 4 = %q, %v; want the first 5 bytes", data, err)
+	}
+	if data, err := ReadFile(path, 100, "pkg", "a file"); err != nil || string(data) != "0123456789" {
+		t.Errorf("ReadFile = %q, %v", data, err)
+	}
+	var e *Error
+	if _, err := ReadFile(dir, 100, "pkg", "a file"); !errors.As(err, &e) || e.Msg != "is a directory, not a file" || e.Source != dir {
+		t.Errorf("ReadFile(dir) = %v, want an *Error saying it is a directory", err)
+	}
+	_, err := ReadFile(filepath.Join(dir, "none"), 100, "pkg", "a file")
+	if !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "pkg: ") {
+		t.Errorf("ReadFile(missing) = %v, want pkg: ... not exist", err)
+	}
 }

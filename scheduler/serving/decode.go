@@ -243,15 +243,8 @@ func (d *Decoder) model(m *strictyaml.Map) (Model, error) {
 		md.SLO = spec.SLO
 		md.StaticMemory, md.DynamicMemory = spec.StaticMemory, spec.DynamicMemory
 	}
-	if v, ok := m.Lookup("memory"); ok {
-		if md.StaticMemory, md.DynamicMemory, err = d.memory(v, m.At("memory")); err != nil {
-			return md, err
-		}
-	}
-	if v, ok := m.Lookup("input_size"); ok {
-		if md.InputBytes, err = d.r.Size(v, m.At("input_size"), MaxInputSize); err != nil {
-			return md, err
-		}
+	if err := d.sizes(m, &md); err != nil {
+		return md, err
 	}
 	if v, ok := m.Lookup("slo"); ok {
 		if md.SLO, err = d.r.PosDuration(v, m.At("slo")); err != nil {
@@ -268,6 +261,23 @@ func (d *Decoder) model(m *strictyaml.Map) (Model, error) {
 		return md, d.r.ErrAt(where, m.At("slo"), "%v is not longer than a batch of one takes with its input's pull and the network delays (%v): no request could meet it", md.SLO, least)
 	}
 	return md, nil
+}
+
+// sizes reads a model's memory and input_size, where given, into md: the
+// keys a models entry and a repository model's config.yaml share.
+func (d *Decoder) sizes(m *strictyaml.Map, md *Model) error {
+	var err error
+	if v, ok := m.Lookup("memory"); ok {
+		if md.StaticMemory, md.DynamicMemory, err = d.memory(v, m.At("memory")); err != nil {
+			return err
+		}
+	}
+	if v, ok := m.Lookup("input_size"); ok {
+		if md.InputBytes, err = d.r.Size(v, m.At("input_size"), MaxInputSize); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *Decoder) memory(n *yaml.Node, path string) (static, dynamic int64, err error) {

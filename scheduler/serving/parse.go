@@ -1,9 +1,6 @@
 package serving
 
 import (
-	"fmt"
-	"io"
-	"os"
 	"slices"
 
 	"github.com/symphony-serving/symphony/partition/strictyaml"
@@ -38,17 +35,9 @@ type Error = strictyaml.Error
 
 // ParseFile reads and parses the serving configuration at path.
 func ParseFile(path string) (*Config, error) {
-	f, err := os.Open(path)
+	data, err := strictyaml.ReadFile(path, MaxFileSize, "serving", "a serving configuration")
 	if err != nil {
-		return nil, fmt.Errorf("serving: %w", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, &Error{Source: path, Msg: "is a directory, not a serving configuration"}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, &Error{Source: path, Msg: err.Error(), Err: err}
+		return nil, err
 	}
 	return Parse(data, path)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,7 +59,7 @@ func ReadRepoModel(repo, name string) (*RepoModel, error) {
 		return nil, fmt.Errorf("serving: repository model %q: name %v", name, err)
 	}
 	path := filepath.Join(repo, name, "config.yaml")
-	data, err := readLimited(path)
+	data, err := strictyaml.ReadFile(path, MaxFileSize, "serving", "a model config")
 	if err != nil {
 		return nil, err
 	}
@@ -87,15 +86,8 @@ func ReadRepoModel(repo, name string) (*RepoModel, error) {
 			return nil, err
 		}
 	}
-	if v, ok := m.Lookup("input_size"); ok {
-		if rm.InputBytes, err = r.Size(v, "input_size", MaxInputSize); err != nil {
-			return nil, err
-		}
-	}
-	if v, ok := m.Lookup("memory"); ok {
-		if rm.StaticMemory, rm.DynamicMemory, err = d.memory(v, "memory"); err != nil {
-			return nil, err
-		}
+	if err := d.sizes(m, &rm.Model); err != nil {
+		return nil, err
 	}
 	if v, ok := m.Lookup("profile"); ok {
 		var spec *profile.ModelSpec
@@ -147,7 +139,7 @@ func ParseRepository(repo string) (*Config, error) {
 // other keys and their comments: a linear profile as {alpha, beta,
 // max_batch}, any other as its batch_latency table.
 func WriteProfile(configPath string, p profile.Profile, linear *profile.Fit) error {
-	data, err := readLimited(configPath)
+	data, err := strictyaml.ReadFile(configPath, MaxFileSize, "serving", "a model config")
 	if err != nil {
 		return err
 	}
@@ -190,18 +182,4 @@ func WriteProfile(configPath string, p profile.Profile, linear *profile.Fit) err
 		return fmt.Errorf("serving: %s: %w", configPath, err)
 	}
 	return os.WriteFile(configPath, b.Bytes(), 0o644)
-}
-
-// readLimited reads a file of at most MaxFileSize bytes.
-func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("serving: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, &Error{Source: path, Msg: err.Error(), Err: err}
-	}
-	return data, nil
 }

@@ -7,6 +7,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -181,7 +182,7 @@ func NewNetwork(log zerolog.Logger) *tcp.Network {
 }
 
 // ExperimentReport is what the experiment commands (partition experiment,
-// plan experiment, sim lookahead, the live sweeps) print and save.
+// provision experiment, sim lookahead, the live sweeps) print and save.
 type ExperimentReport interface {
 	WriteText(io.Writer) error
 	WriteJSON(io.Writer) error
@@ -209,6 +210,18 @@ func WriteExperiment(stdout io.Writer, rep ExperimentReport, asJSON bool, csvPat
 		return rep.WriteJSON(stdout)
 	}
 	return rep.WriteText(stdout)
+}
+
+// WriteJSON writes v as a command's --json output: indented by two
+// spaces, followed by a newline, with <, > and & left as they are so that a
+// reason such as "idle > 10%" reads as in the text output. It is
+// bench/report.EncodeJSON for the commands of the symphony binary, which
+// may not import bench/.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // WriteFile writes an output file (--csv and the like) through write,

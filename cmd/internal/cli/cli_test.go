@@ -67,3 +67,14 @@ func TestRound(t *testing.T) {
 		t.Errorf("Round(2.5, 0) = %v", got)
 	}
 }
+
+// WriteJSON indents, ends with a newline, and leaves <, > and & as they are.
+func TestWriteJSON(t *testing.T) {
+	var b strings.Builder
+	if err := WriteJSON(&b, map[string]any{"reason": "idle > 10% & <x>", "n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"n\": 1,\n  \"reason\": \"idle > 10% & <x>\"\n}\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,28 +152,29 @@ func (c *Client) get(ctx context.Context, model, path string, okStatus ...int) (
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := c.hc.Do(req)
+	resp, body, err := c.do(ctx, model, req)
 	if err != nil {
-		return 0, nil, c.noAnswer(ctx, model, err)
+		return 0, nil, err
 	}
-	defer resp.Body.Close()
-	body, err := readAnswer(resp)
-	if err != nil {
-		return 0, nil, c.noAnswer(ctx, model, err)
-	}
-	if resp.StatusCode != http.StatusOK && !contains(okStatus, resp.StatusCode) {
+	if resp.StatusCode != http.StatusOK && !slices.Contains(okStatus, resp.StatusCode) {
 		return 0, nil, responseError(model, resp, body)
 	}
 	return resp.StatusCode, body, nil
 }
 
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
+// do sends req and reads the whole answer, whatever its status; a request
+// that got no answer, or not all of it, fails with noAnswer's error.
+func (c *Client) do(ctx context.Context, model string, req *http.Request) (*http.Response, []byte, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, nil, c.noAnswer(ctx, model, err)
 	}
-	return false
+	defer resp.Body.Close()
+	body, err := readAnswer(resp)
+	if err != nil {
+		return nil, nil, c.noAnswer(ctx, model, err)
+	}
+	return resp, body, nil
 }
 
 // ServerReady asks whether the server can run requests: for a Symphony
@@ -257,14 +259,9 @@ func (c *Client) post(ctx context.Context, model string, input []byte) ([]byte, 
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set(headerContentLength, strconv.Itoa(headerLen))
-	resp, err := c.hc.Do(req)
+	resp, data, err := c.do(ctx, model, req)
 	if err != nil {
-		return nil, nil, c.noAnswer(ctx, model, err)
-	}
-	defer resp.Body.Close()
-	data, err := readAnswer(resp)
-	if err != nil {
-		return nil, nil, c.noAnswer(ctx, model, err)
+		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, responseError(model, resp, data)
