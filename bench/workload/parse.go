@@ -1,10 +1,7 @@
 package workload
 
 import (
-	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -63,19 +60,11 @@ type Error = strictyaml.Error
 // paths in it are resolved against the file's directory, so a workload and
 // its traces can move together.
 func ParseFile(path string) (*Workload, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("workload: %w", err)
-	}
-	defer f.Close()
 	// Pipes are fine (a process substitution, say), but only up to
 	// MaxFileSize, which the limited read enforces.
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, &Error{Source: path, Msg: "is a directory, not a workload file"}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := strictyaml.ReadFile(path, MaxFileSize, "workload", "a workload file")
 	if err != nil {
-		return nil, &Error{Source: path, Msg: err.Error(), Err: err}
+		return nil, err
 	}
 	return Parse(data, path)
 }

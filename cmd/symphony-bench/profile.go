@@ -103,7 +103,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	}
 	rep := profileReport{Model: *name, Config: rm.Config, AlphaMs: report.Ms(fit.Alpha), BetaMs: report.Ms(fit.Beta), MaxRelErr: fit.MaxRelErr, Threads: *threads, Kept: "table"}
 	var linear *profile.Fit
-	if fit.MaxRelErr <= *tolerance {
+	if fit.Kept {
 		rep.Kept, linear = "linear", &fit
 	}
 	for _, p := range points {

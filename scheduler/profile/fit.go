@@ -13,6 +13,9 @@ type Fit struct {
 	// MaxRelErr is the largest |fitted − measured| / measured over the
 	// batch sizes.
 	MaxRelErr float64
+	// Kept reports whether FromMeasured kept the line (else it kept the
+	// measured table).
+	Kept bool
 }
 
 // FitLinear fits ℓ(b) = α·b + β by least squares to latencies, where
@@ -56,6 +59,7 @@ func FromMeasured(latencies []time.Duration, tolerance float64) (Profile, Fit, e
 		return Profile{}, f, err
 	}
 	if f.MaxRelErr <= tolerance && (f.Alpha > 0 || f.Beta > 0) {
+		f.Kept = true
 		p, err := Linear(f.Alpha, f.Beta, len(latencies))
 		return p, f, err
 	}

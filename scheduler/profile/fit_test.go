@@ -11,7 +11,7 @@ func TestFromMeasured(t *testing.T) {
 	us := time.Microsecond
 	lin := []time.Duration{300 * us, 400 * us, 500 * us, 600 * us}
 	p, f, err := FromMeasured(lin, 0.1)
-	if err != nil || f.Alpha != 100*us || f.Beta != 200*us || f.MaxRelErr > 1e-9 || p.Latency(4) != 600*us {
+	if err != nil || !f.Kept || f.Alpha != 100*us || f.Beta != 200*us || f.MaxRelErr > 1e-9 || p.Latency(4) != 600*us {
 		t.Fatalf("linear: %+v %v, ℓ(4) = %v", f, err, p.Latency(4))
 	}
 	noisy := []time.Duration{310 * us, 390 * us, 505 * us, 598 * us}
@@ -21,7 +21,7 @@ func TestFromMeasured(t *testing.T) {
 	// A step at b = 3 (a new kernel, say): no line is within 10%.
 	step := []time.Duration{100 * us, 100 * us, 400 * us, 390 * us}
 	p, f, err = FromMeasured(step, 0.1)
-	if err != nil || f.MaxRelErr <= 0.1 {
+	if err != nil || f.Kept || f.MaxRelErr <= 0.1 {
 		t.Fatalf("step: %+v %v", f, err)
 	}
 	if p.Latency(3) != 400*us || p.Latency(4) != 400*us || p.MaxBatch() != 4 {
