@@ -18,8 +18,8 @@ const maxWork = 20_000_000
 // The keys a workload file (docs/workload-format.md) adds to a serving
 // configuration: the load offered to the models and the harness's own
 // settings. Parse skips them, so that the file a benchmark ran can
-// configure the scheduler that serves it; bench/workload reads them, and
-// its tests check that these lists are exactly the keys it adds.
+// configure the scheduler that serves it; bench/workload reads them (its
+// TestLoadKeysAreRead checks that it reads every one).
 var (
 	// LoadTopKeys are the workload's keys of the root mapping.
 	LoadTopKeys = []string{"seed", "duration", "warmup", "cluster", "nexus_frontends", "autoscale_window", "epoch", "faults"}
