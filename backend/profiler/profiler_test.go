@@ -11,7 +11,8 @@ import (
 )
 
 // On the emulated executor, which sleeps ℓ(b), the measured medians are
-// ℓ(b) plus a little, and the fit recovers α and β.
+// ℓ(b) plus a little, in batch order, and the fit of the medians recovers
+// α and β; options that measure nothing are refused.
 func TestMeasureEmulated(t *testing.T) {
 	prof := profile.MustLinear(2*time.Millisecond, 3*time.Millisecond, 4)
 	lat := make([]time.Duration, 4)
@@ -32,13 +33,37 @@ func TestMeasureEmulated(t *testing.T) {
 		t.Fatalf("%d points, %d progress calls", len(pts), len(seen))
 	}
 	for i, p := range pts {
-		// Sleeps never end early; a loaded machine may end them late.
-		if p.Median < lat[i] || p.P99 < p.Median {
+		if p.Batch != i+1 || seen[i] != i+1 {
+			t.Errorf("point %d is batch %d, progress heard of batch %d; want %d, in order", i, p.Batch, seen[i], i+1)
+		}
+		// Sleeps never end early; a loaded machine may end them late, by
+		// far less than a batch takes.
+		if p.Median < lat[i] || p.P99 < p.Median || p.Median > lat[i]+lat[0] {
 			t.Errorf("batch %d: median %v, p99 %v; ℓ = %v", p.Batch, p.Median, p.P99, lat[i])
 		}
 	}
-	if _, err := Measure(context.Background(), ex, 1, Options{MaxBatch: 0, Runs: 1, Input: func(int) []byte { return nil }}); err == nil {
-		t.Error("max batch 0 accepted")
+	// The line through the medians is the profile's: the sleeps' lateness
+	// is about the same at every batch size, so it moves β a little and α
+	// hardly at all.
+	fit, err := profile.FitLinear(Medians(pts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := fit.Alpha - 2*time.Millisecond; d < -time.Millisecond/2 || d > time.Millisecond/2 {
+		t.Errorf("fitted α %v, want 2ms within 0.5ms", fit.Alpha)
+	}
+	if d := fit.Beta - 3*time.Millisecond; d < -time.Millisecond || d > 2*time.Millisecond {
+		t.Errorf("fitted β %v, want 3ms, or a little more", fit.Beta)
+	}
+	for _, o := range []Options{
+		{MaxBatch: 0, Runs: 1, Input: func(int) []byte { return nil }},
+		{MaxBatch: 1, Runs: 0, Input: func(int) []byte { return nil }},
+		{MaxBatch: 1, Runs: 1, Warmup: -1, Input: func(int) []byte { return nil }},
+		{MaxBatch: 1, Runs: 1},
+	} {
+		if _, err := Measure(context.Background(), ex, 1, o); err == nil {
+			t.Errorf("options %+v accepted", o)
+		}
 	}
 	if _, err := Measure(context.Background(), ex, 9, Options{MaxBatch: 1, Runs: 1, Input: func(int) []byte { return nil }}); err == nil {
 		t.Error("an unknown model measured")
