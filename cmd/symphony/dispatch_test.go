@@ -85,8 +85,17 @@ func TestWithRepository(t *testing.T) {
 	if len(c.Models) != 2 || c.Models[0].Name != "cnn" || c.Models[1].Name != "mlp" {
 		t.Fatalf("models %+v", c.Models)
 	}
+	repoModels := c.Models
 	c, err = withRepository("../../testdata/serving/demo.yaml", "../../testdata/models")
-	if err != nil || len(c.Models) != 8 {
-		t.Fatalf("with demo.yaml: %d models, %v", len(c.Models), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := serving.ParseFile("../../testdata/serving/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(doc.Models, repoModels...); !reflect.DeepEqual(c.Models, want) || c.Settings != doc.Settings {
+		t.Fatalf("with demo.yaml: %d models, settings %+v; want demo.yaml's %d then the repository's %d, with its settings",
+			len(c.Models), c.Settings, len(doc.Models), len(repoModels))
 	}
 }
