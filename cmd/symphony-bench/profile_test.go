@@ -4,12 +4,14 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/symphony-serving/symphony/backend/onnx/onnxtest"
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
@@ -53,6 +55,22 @@ func TestProfileWritesTheConfig(t *testing.T) {
 	c, err := serving.ParseRepository(repo)
 	if err != nil || len(c.Models) != 1 || c.Models[0].Profile.MaxBatch() != 4 {
 		t.Fatalf("after profiling: %+v, %v", c, err)
+	}
+	// The config serves what was measured: the line the report gives, or
+	// the medians made non-decreasing (written to 10ns).
+	served, floor := c.Models[0].Profile, 0.0
+	for i, p := range rep.Points {
+		floor = max(floor, p.MedianMs)
+		want := floor
+		if rep.Kept == "linear" {
+			want = p.FitMs
+		}
+		if p.Batch != i+1 {
+			t.Errorf("point %d is batch %d", i, p.Batch)
+		}
+		if got := report.Ms(served.Latency(i + 1)); math.Abs(got-want) > 1e-5 {
+			t.Errorf("batch %d: the config serves %.5f ms, want the %s profile's %.5f ms", i+1, got, rep.Kept, want)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(repo, "plots", "profile-cnn.svg")); err != nil {
 		t.Error(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,7 +36,13 @@ func TestBenchCommand(t *testing.T) {
 // build it and exits 2.
 func TestExecBenchMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	if _, err := os.Stat("symphony-bench"); err == nil {
+	// findBench looks beside the running binary, the test binary here; one
+	// found there would be exec'd in place of the test.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(self), benchBinary)); err == nil {
 		t.Skip("a symphony-bench sits beside the test binary")
 	}
 	var stderr strings.Builder
@@ -78,8 +85,17 @@ func TestWithRepository(t *testing.T) {
 	if len(c.Models) != 2 || c.Models[0].Name != "cnn" || c.Models[1].Name != "mlp" {
 		t.Fatalf("models %+v", c.Models)
 	}
+	repoModels := c.Models
 	c, err = withRepository("../../testdata/serving/demo.yaml", "../../testdata/models")
-	if err != nil || len(c.Models) != 8 {
-		t.Fatalf("with demo.yaml: %d models, %v", len(c.Models), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := serving.ParseFile("../../testdata/serving/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(doc.Models, repoModels...); !reflect.DeepEqual(c.Models, want) || c.Settings != doc.Settings {
+		t.Fatalf("with demo.yaml: %d models, settings %+v; want demo.yaml's %d then the repository's %d, with its settings",
+			len(c.Models), c.Settings, len(doc.Models), len(repoModels))
 	}
 }
