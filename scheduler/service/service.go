@@ -732,10 +732,11 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 		}
 		s.log.Info().Str("name", b.name).Int("gpus", b.n).Msg("backend ready")
 	case *wire.GPUFree:
-		s.heard(b)
 		s.gpuFree(b, m)
 	case *wire.Heartbeat:
-		s.heard(b)
+		s.mu.Lock()
+		s.heard(s.sched.Now(), b)
+		s.mu.Unlock()
 	case *wire.Leaving:
 		s.leaving(b)
 	default:
@@ -743,20 +744,22 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 	}
 }
 
-// heard records a message from b: GPUs it had taken out of rotation for
-// its silence come back.
-func (s *Service) heard(b *backendConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.enable(b, s.watch.Heard(s.sched.Now(), b.id))
+// heard records a message from b at now: GPUs it had taken out of
+// rotation for its silence come back. Called with s.mu held.
+func (s *Service) heard(now scheduler.Time, b *backendConn) {
+	s.enable(b, s.watch.Heard(now, b.id))
 }
 
-// gpuFree takes a backend's report of a plan: the plan is out of flight,
-// and the GPU's expected free time is corrected from what really happened.
+// gpuFree takes a backend's report of a plan: the backend is heard from,
+// the plan is out of flight, and the GPU's expected free time is corrected
+// from what really happened. Both happen under one hold of s.mu and at one
+// reading of the clock: the report is one message, heard at one moment.
 func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	g := scheduler.GPUID(m.GPU)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.sched.Now()
+	s.heard(now, b)
 	if int(g) >= len(s.gpus) || s.gpus[g].owner != b {
 		b.conn.Close(fmt.Errorf("GPU %d is not this backend's", m.GPU))
 		return
@@ -780,7 +783,7 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	}
 	// The correction goes out under the lock, so that it reaches the rank
 	// before the return of any plan made after this report.
-	if freeAt, changed, recovered := s.watch.Finished(s.sched.Now(), r); recovered {
+	if freeAt, changed, recovered := s.watch.Finished(now, r); recovered {
 		s.enable(b, []scheduler.GPUID{g})
 	} else if changed {
 		s.sched.CorrectFreeAt(g, freeAt)
