@@ -315,10 +315,12 @@ type sentPlan struct {
 	reqs  []planned
 }
 
-// planned is one request of a plan sent to a backend.
+// planned is one request of a plan: the scheduler's request and its
+// entry, to tell its frontend how it ended, or to put it back in its
+// model's queue if the plan cannot be sent (requeue).
 type planned struct {
-	frontend scheduler.FrontendID
-	id       uint64
+	r scheduler.Request
+	e entry
 }
 
 // Start listens on cfg.Addr and starts scheduling.
@@ -473,8 +475,8 @@ func (s *Service) drain() {
 		st := &s.gpus[g]
 		for id, sp := range st.outstanding {
 			for _, r := range sp.reqs {
-				if f := s.frontends[r.frontend]; f != nil {
-					s.tell(f, wire.End{ID: r.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
+				if f := s.frontends[r.e.frontend]; f != nil {
+					s.tell(f, wire.End{ID: r.e.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
 				}
 				n++
 			}
@@ -896,8 +898,8 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 		delete(gs.outstanding, uint64(id))
 		s.planEnded()
 		for _, r := range sp.reqs {
-			if f := s.frontends[r.frontend]; f != nil {
-				s.tell(f, wire.End{ID: r.id, Code: wire.EndBackendStalled, Detail: detail})
+			if f := s.frontends[r.e.frontend]; f != nil {
+				s.tell(f, wire.End{ID: r.e.id, Code: wire.EndBackendStalled, Detail: detail})
 			}
 			n++
 		}
@@ -928,7 +930,7 @@ func (s *Service) backendGone(b *backendConn, err error) {
 	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
 		for _, sp := range s.gpus[g].outstanding {
 			for _, r := range sp.reqs {
-				lost[r.frontend] = append(lost[r.frontend], wire.End{ID: r.id, Code: wire.EndBackendLost, Detail: b.name})
+				lost[r.e.frontend] = append(lost[r.e.frontend], wire.End{ID: r.e.id, Code: wire.EndBackendLost, Detail: b.name})
 				nlost++
 			}
 			s.planEnded()
@@ -961,10 +963,9 @@ func (s *Service) backendGone(b *backendConn, err error) {
 // instead of failing.
 func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
+	// reqs holds the plan's requests and entries: recorded with the plan
+	// if it is sent, put back in the queue if it cannot be.
 	reqs := make([]planned, 0, len(p.Requests))
-	// keep holds the plan's requests and entries, to put back in the
-	// queue if the plan cannot be sent.
-	keep := make([]kept, 0, len(p.Requests))
 	dl := scheduler.Never
 	orphans := 0
 	freeAt := p.FinishAt
@@ -983,14 +984,13 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 			orphans++
 			continue
 		}
-		keep = append(keep, kept{r: *r, e: e})
+		reqs = append(reqs, planned{r: *r, e: e})
 		if !takes {
 			continue
 		}
 		dl = scheduler.MinTime(dl, r.Deadline)
 		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input,
 			FinishBy: s.toUnix(r.Deadline.Add(-s.cfg.ResultTrip))})
-		reqs = append(reqs, planned{frontend: e.frontend, id: e.id})
 	}
 	if len(plan.Tasks) > 0 {
 		plan.Deadline = s.toUnix(dl)
@@ -1014,23 +1014,16 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 		s.count(func(st *Stats) { st.Orphaned += uint64(orphans) })
 	}
 	if !takes {
-		s.requeue(p.Model, keep)
+		s.requeue(p.Model, reqs)
 	}
 	return freeAt
-}
-
-// kept is a planned request with its entry, in case it must be queued
-// again.
-type kept struct {
-	r scheduler.Request
-	e entry
 }
 
 // requeue puts requests whose plan could not be sent back in their
 // model's queue, with their arrival and deadline: a GPU of another backend
 // may still serve them in time. If the scheduler has stopped, they end as
 // shutdown drops.
-func (s *Service) requeue(model scheduler.ModelID, ks []kept) {
+func (s *Service) requeue(model scheduler.ModelID, ks []planned) {
 	if len(ks) == 0 {
 		return
 	}
