@@ -973,6 +973,9 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	st := &s.gpus[p.GPU]
 	b := st.owner
 	takes := b != nil && !b.gone && !b.leaving && !s.watch.Stalled(p.GPU)
+	if takes {
+		plan.Tasks = make([]wire.PlanTask, 0, len(p.Requests))
+	}
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		e, ok := s.table.take(r.ID)
