@@ -462,7 +462,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		for i := range p.Tasks {
 			ends[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: "its plan reached the backend too late to run"}
 		}
-		a.deliver(p, ends)
+		a.deliver(p, nil, ends)
 		a.report(j, ends, 0, time.Time{}, time.Time{})
 		return
 	}
@@ -522,7 +522,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		for i := range p.Tasks {
 			refused[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndExecutorFailed, Detail: "GPU queue full"}
 		}
-		a.deliver(p, refused)
+		a.deliver(p, nil, refused)
 		a.report(j, refused, 0, time.Time{}, time.Time{})
 	}
 }
@@ -670,22 +670,26 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	behind := started.Sub(time.Unix(0, p.ExecAt))
 	a.stats.StartLag.Record(behind)
 	ends := make([]wire.Result, 0, n-len(run))
+	endTasks := make([]int, 0, n-len(run)) // ends[k] answers p.Tasks[endTasks[k]]
 	for _, i := range late {
+		endTasks = append(endTasks, i)
 		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
 			Detail: fmt.Sprintf("the batch started %v after its plan's exec_at (its GPU or its inputs were late): it could no longer finish in time", behind.Round(time.Microsecond))})
 	}
 	for _, i := range order {
-		switch {
-		case j.inputs[i] != nil:
-		case started.Add(w.latency(j.model, 1)).UnixNano() > p.Tasks[i].FinishBy:
+		if j.inputs[i] != nil {
+			continue
+		}
+		endTasks = append(endTasks, i)
+		if started.Add(w.latency(j.model, 1)).UnixNano() > p.Tasks[i].FinishBy {
 			// Too late even alone: its input would not have helped.
 			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
 				Detail: fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))})
-		default:
+		} else {
 			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndInputUnavailable, Detail: j.why[i]})
 		}
 	}
-	a.deliver(p, ends)
+	a.deliver(p, endTasks, ends)
 	inputs := make([][]byte, len(run))
 	for k, i := range run {
 		inputs[k] = j.inputs[i]
@@ -720,7 +724,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		}
 		results[k] = r
 	}
-	a.deliver(p, results)
+	a.deliver(p, run, results)
 	a.report(j, append(ends, results...), len(run), started, finished)
 }
 
@@ -794,18 +798,21 @@ func lateHeads(p *wire.Plan, idx []int, start time.Time, latency func(k int) tim
 	return h
 }
 
-// deliver sends results to their frontends, one message per frontend.
-func (a *Agent) deliver(p *wire.Plan, results []wire.Result) {
+// deliver sends results to their frontends, one message per frontend:
+// results[k] answers p.Tasks[tasks[k]], or p.Tasks[k] if tasks is nil.
+// It goes by the task, not the result's ID: request IDs are unique per
+// frontend only, so two frontends' requests in one plan may share one.
+func (a *Agent) deliver(p *wire.Plan, tasks []int, results []wire.Result) {
 	if len(results) == 0 {
 		return
 	}
-	frontendOf := make(map[uint64]uint32, len(p.Tasks))
-	for i := range p.Tasks {
-		frontendOf[p.Tasks[i].ID] = p.Tasks[i].Frontend
-	}
 	byFrontend := map[uint32][]wire.Result{}
-	for _, r := range results {
-		f := frontendOf[r.ID]
+	for k, r := range results {
+		i := k
+		if tasks != nil {
+			i = tasks[k]
+		}
+		f := p.Tasks[i].Frontend
 		byFrontend[f] = append(byFrontend[f], r)
 	}
 	for fid, rs := range byFrontend {
