@@ -458,12 +458,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		// stall): it ends now, without a pull and without taking a place
 		// in the GPU's queue from the plans that can still run.
 		a.stats.StartLag.Record(time.Since(time.Unix(0, p.ExecAt)))
-		ends := make([]wire.Result, len(p.Tasks))
-		for i := range p.Tasks {
-			ends[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: "its plan reached the backend too late to run"}
-		}
-		a.deliver(p, nil, ends)
-		a.report(j, ends, 0, time.Time{}, time.Time{})
+		a.endPlan(j, wire.EndDropDeadline, "its plan reached the backend too late to run")
 		return
 	}
 	// One Read per frontend, each on a pool task of its own, sent at
@@ -518,13 +513,20 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		j.mu.Lock()
 		j.closed = true
 		j.mu.Unlock()
-		refused := make([]wire.Result, len(p.Tasks))
-		for i := range p.Tasks {
-			refused[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndExecutorFailed, Detail: "GPU queue full"}
-		}
-		a.deliver(p, nil, refused)
-		a.report(j, refused, 0, time.Time{}, time.Time{})
+		a.endPlan(j, wire.EndExecutorFailed, "GPU queue full")
 	}
+}
+
+// endPlan ends every request of j's plan with code and detail, and
+// reports the plan as one that never reached its GPU.
+func (a *Agent) endPlan(j *job, code wire.EndCode, detail string) {
+	p := j.plan
+	ends := make([]wire.Result, len(p.Tasks))
+	for i := range p.Tasks {
+		ends[i] = wire.Result{ID: p.Tasks[i].ID, Code: code, Detail: detail}
+	}
+	a.deliver(p, nil, ends)
+	a.report(j, 0, time.Time{}, time.Time{}, ends)
 }
 
 // tooLate reports whether no request of p could finish in time even if it
@@ -725,7 +727,7 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 		results[k] = r
 	}
 	a.deliver(p, run, results)
-	a.report(j, append(ends, results...), len(run), started, finished)
+	a.report(j, len(run), started, finished, ends, results)
 }
 
 // waitInputs waits for the plan's inputs (see runJob) until one of:
@@ -820,18 +822,20 @@ func (a *Agent) deliver(p *wire.Plan, tasks []int, results []wire.Result) {
 	}
 }
 
-// report counts how the plan's requests ended and tells the scheduler
-// what the GPU did with the plan: it ran ran requests from started to
-// finished, or, with ran 0, gave the plan up at finished (zero if the plan
-// never reached the GPU).
-func (a *Agent) report(j *job, results []wire.Result, ran int, started, finished time.Time) {
+// report counts how the plan's requests ended (every result, in one
+// slice or more) and tells the scheduler what the GPU did with the plan:
+// it ran ran requests from started to finished, or, with ran 0, gave the
+// plan up at finished (zero if the plan never reached the GPU).
+func (a *Agent) report(j *job, ran int, started, finished time.Time, results ...[]wire.Result) {
 	failed, dropped := 0, 0
-	for i := range results {
-		switch c := results[i].Code; {
-		case c == wire.EndDropDeadline:
-			dropped++
-		case c != 0:
-			failed++
+	for _, rs := range results {
+		for i := range rs {
+			switch c := rs[i].Code; {
+			case c == wire.EndDropDeadline:
+				dropped++
+			case c != 0:
+				failed++
+			}
 		}
 	}
 	a.stats.Failed.Add(uint64(failed))
