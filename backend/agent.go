@@ -673,20 +673,28 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	a.stats.StartLag.Record(behind)
 	ends := make([]wire.Result, 0, n-len(run))
 	endTasks := make([]int, 0, n-len(run)) // ends[k] answers p.Tasks[endTasks[k]]
+	// The details are the same for every request they end: formatted
+	// once, and only if some request needs them.
+	var lateDetail, behindDetail string
+	if len(late) > 0 {
+		lateDetail = fmt.Sprintf("the batch started %v after its plan's exec_at (its GPU or its inputs were late): it could no longer finish in time", behind.Round(time.Microsecond))
+	}
 	for _, i := range late {
 		endTasks = append(endTasks, i)
-		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
-			Detail: fmt.Sprintf("the batch started %v after its plan's exec_at (its GPU or its inputs were late): it could no longer finish in time", behind.Round(time.Microsecond))})
+		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: lateDetail})
 	}
+	aloneBy := started.Add(w.latency(j.model, 1)).UnixNano() // when a batch of one would finish
 	for _, i := range order {
 		if j.inputs[i] != nil {
 			continue
 		}
 		endTasks = append(endTasks, i)
-		if started.Add(w.latency(j.model, 1)).UnixNano() > p.Tasks[i].FinishBy {
+		if aloneBy > p.Tasks[i].FinishBy {
 			// Too late even alone: its input would not have helped.
-			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
-				Detail: fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))})
+			if behindDetail == "" {
+				behindDetail = fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))
+			}
+			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: behindDetail})
 		} else {
 			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndInputUnavailable, Detail: j.why[i]})
 		}
@@ -713,14 +721,17 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	} else if err == nil {
 		w.measured(j.model, len(run), finished.Sub(started))
 	}
+	var cause string // the executor's error, the detail of every request it fails
 	if err != nil {
+		cause = err.Error()
 		a.warn.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
 	}
 	results := make([]wire.Result, len(run))
+	startedAt, finishedAt := started.UnixNano(), finished.UnixNano()
 	for k, i := range run {
-		r := wire.Result{ID: p.Tasks[i].ID, BatchSize: uint32(len(run)), StartedAt: started.UnixNano(), FinishedAt: finished.UnixNano()}
+		r := wire.Result{ID: p.Tasks[i].ID, BatchSize: uint32(len(run)), StartedAt: startedAt, FinishedAt: finishedAt}
 		if err != nil {
-			r.Code, r.Detail = wire.EndExecutorFailed, err.Error()
+			r.Code, r.Detail = wire.EndExecutorFailed, cause
 		} else {
 			r.Output = outs[k]
 		}
