@@ -458,12 +458,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		// stall): it ends now, without a pull and without taking a place
 		// in the GPU's queue from the plans that can still run.
 		a.stats.StartLag.Record(time.Since(time.Unix(0, p.ExecAt)))
-		ends := make([]wire.Result, len(p.Tasks))
-		for i := range p.Tasks {
-			ends[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: "its plan reached the backend too late to run"}
-		}
-		a.deliver(p, ends)
-		a.report(j, ends, 0, time.Time{}, time.Time{})
+		a.endPlan(j, wire.EndDropDeadline, "its plan reached the backend too late to run")
 		return
 	}
 	// One Read per frontend, each on a pool task of its own, sent at
@@ -518,13 +513,20 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 		j.mu.Lock()
 		j.closed = true
 		j.mu.Unlock()
-		refused := make([]wire.Result, len(p.Tasks))
-		for i := range p.Tasks {
-			refused[i] = wire.Result{ID: p.Tasks[i].ID, Code: wire.EndExecutorFailed, Detail: "GPU queue full"}
-		}
-		a.deliver(p, refused)
-		a.report(j, refused, 0, time.Time{}, time.Time{})
+		a.endPlan(j, wire.EndExecutorFailed, "GPU queue full")
 	}
+}
+
+// endPlan ends every request of j's plan with code and detail, and
+// reports the plan as one that never reached its GPU.
+func (a *Agent) endPlan(j *job, code wire.EndCode, detail string) {
+	p := j.plan
+	ends := make([]wire.Result, len(p.Tasks))
+	for i := range p.Tasks {
+		ends[i] = wire.Result{ID: p.Tasks[i].ID, Code: code, Detail: detail}
+	}
+	a.deliver(p, nil, ends)
+	a.report(j, 0, time.Time{}, time.Time{}, ends)
 }
 
 // tooLate reports whether no request of p could finish in time even if it
@@ -670,22 +672,34 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	behind := started.Sub(time.Unix(0, p.ExecAt))
 	a.stats.StartLag.Record(behind)
 	ends := make([]wire.Result, 0, n-len(run))
-	for _, i := range late {
-		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
-			Detail: fmt.Sprintf("the batch started %v after its plan's exec_at (its GPU or its inputs were late): it could no longer finish in time", behind.Round(time.Microsecond))})
+	endTasks := make([]int, 0, n-len(run)) // ends[k] answers p.Tasks[endTasks[k]]
+	// The details are the same for every request they end: formatted
+	// once, and only if some request needs them.
+	var lateDetail, behindDetail string
+	if len(late) > 0 {
+		lateDetail = fmt.Sprintf("the batch started %v after its plan's exec_at (its GPU or its inputs were late): it could no longer finish in time", behind.Round(time.Microsecond))
 	}
+	for _, i := range late {
+		endTasks = append(endTasks, i)
+		ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: lateDetail})
+	}
+	aloneBy := started.Add(w.latency(j.model, 1)).UnixNano() // when a batch of one would finish
 	for _, i := range order {
-		switch {
-		case j.inputs[i] != nil:
-		case started.Add(w.latency(j.model, 1)).UnixNano() > p.Tasks[i].FinishBy:
+		if j.inputs[i] != nil {
+			continue
+		}
+		endTasks = append(endTasks, i)
+		if aloneBy > p.Tasks[i].FinishBy {
 			// Too late even alone: its input would not have helped.
-			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline,
-				Detail: fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))})
-		default:
+			if behindDetail == "" {
+				behindDetail = fmt.Sprintf("its plan reached the GPU %v behind: too late to run", behind.Round(time.Microsecond))
+			}
+			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndDropDeadline, Detail: behindDetail})
+		} else {
 			ends = append(ends, wire.Result{ID: p.Tasks[i].ID, Code: wire.EndInputUnavailable, Detail: j.why[i]})
 		}
 	}
-	a.deliver(p, ends)
+	a.deliver(p, endTasks, ends)
 	inputs := make([][]byte, len(run))
 	for k, i := range run {
 		inputs[k] = j.inputs[i]
@@ -707,21 +721,24 @@ func (a *Agent) runJob(ctx context.Context, w *gpuWorker, j *job) {
 	} else if err == nil {
 		w.measured(j.model, len(run), finished.Sub(started))
 	}
+	var cause string // the executor's error, the detail of every request it fails
 	if err != nil {
+		cause = err.Error()
 		a.warn.Warn().Err(err).Uint64("plan", p.ID).Msg("executor failed")
 	}
 	results := make([]wire.Result, len(run))
+	startedAt, finishedAt := started.UnixNano(), finished.UnixNano()
 	for k, i := range run {
-		r := wire.Result{ID: p.Tasks[i].ID, BatchSize: uint32(len(run)), StartedAt: started.UnixNano(), FinishedAt: finished.UnixNano()}
+		r := wire.Result{ID: p.Tasks[i].ID, BatchSize: uint32(len(run)), StartedAt: startedAt, FinishedAt: finishedAt}
 		if err != nil {
-			r.Code, r.Detail = wire.EndExecutorFailed, err.Error()
+			r.Code, r.Detail = wire.EndExecutorFailed, cause
 		} else {
 			r.Output = outs[k]
 		}
 		results[k] = r
 	}
-	a.deliver(p, results)
-	a.report(j, append(ends, results...), len(run), started, finished)
+	a.deliver(p, run, results)
+	a.report(j, len(run), started, finished, ends, results)
 }
 
 // waitInputs waits for the plan's inputs (see runJob) until one of:
@@ -794,18 +811,21 @@ func lateHeads(p *wire.Plan, idx []int, start time.Time, latency func(k int) tim
 	return h
 }
 
-// deliver sends results to their frontends, one message per frontend.
-func (a *Agent) deliver(p *wire.Plan, results []wire.Result) {
+// deliver sends results to their frontends, one message per frontend:
+// results[k] answers p.Tasks[tasks[k]], or p.Tasks[k] if tasks is nil.
+// It goes by the task, not the result's ID: request IDs are unique per
+// frontend only, so two frontends' requests in one plan may share one.
+func (a *Agent) deliver(p *wire.Plan, tasks []int, results []wire.Result) {
 	if len(results) == 0 {
 		return
 	}
-	frontendOf := make(map[uint64]uint32, len(p.Tasks))
-	for i := range p.Tasks {
-		frontendOf[p.Tasks[i].ID] = p.Tasks[i].Frontend
-	}
 	byFrontend := map[uint32][]wire.Result{}
-	for _, r := range results {
-		f := frontendOf[r.ID]
+	for k, r := range results {
+		i := k
+		if tasks != nil {
+			i = tasks[k]
+		}
+		f := p.Tasks[i].Frontend
 		byFrontend[f] = append(byFrontend[f], r)
 	}
 	for fid, rs := range byFrontend {
@@ -813,18 +833,20 @@ func (a *Agent) deliver(p *wire.Plan, results []wire.Result) {
 	}
 }
 
-// report counts how the plan's requests ended and tells the scheduler
-// what the GPU did with the plan: it ran ran requests from started to
-// finished, or, with ran 0, gave the plan up at finished (zero if the plan
-// never reached the GPU).
-func (a *Agent) report(j *job, results []wire.Result, ran int, started, finished time.Time) {
+// report counts how the plan's requests ended (every result, in one
+// slice or more) and tells the scheduler what the GPU did with the plan:
+// it ran ran requests from started to finished, or, with ran 0, gave the
+// plan up at finished (zero if the plan never reached the GPU).
+func (a *Agent) report(j *job, ran int, started, finished time.Time, results ...[]wire.Result) {
 	failed, dropped := 0, 0
-	for i := range results {
-		switch c := results[i].Code; {
-		case c == wire.EndDropDeadline:
-			dropped++
-		case c != 0:
-			failed++
+	for _, rs := range results {
+		for i := range rs {
+			switch c := rs[i].Code; {
+			case c == wire.EndDropDeadline:
+				dropped++
+			case c != 0:
+				failed++
+			}
 		}
 	}
 	a.stats.Failed.Add(uint64(failed))

@@ -457,7 +457,7 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	c.mu.Lock()
 	sess := c.session
 	m, known := c.models[model]
-	closed := c.closed || c.drained != nil
+	closed := c.refusing()
 	c.mu.Unlock()
 	switch {
 	case closed:
@@ -508,9 +508,9 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		return c.failEarly(call, err)
 	}
 	c.mu.Lock()
-	if c.closed || c.drained != nil || c.session != sess {
+	if c.refusing() || c.session != sess {
 		err := ErrClosed
-		if !c.closed && c.drained == nil { // the connection closed since the check above
+		if !c.refusing() { // the connection closed since the check above
 			err = ErrNotConnected
 		}
 		c.mu.Unlock()
@@ -619,6 +619,10 @@ func (c *Client) Drain(ctx context.Context) error {
 	}
 	return errors.Join(err, c.Close())
 }
+
+// refusing reports whether new requests fail with ErrClosed: the client
+// is closed or draining. Called with c.mu held.
+func (c *Client) refusing() bool { return c.closed || c.drained != nil }
 
 // noteDrained closes drained once a Drain has begun and nothing is
 // pending. Called with c.mu held.

@@ -307,6 +307,13 @@ func (w *wakeupMeter) observe(late time.Duration) (time.Duration, bool) {
 	return min(w.sorted[k/2], maxMeasuredLead), true
 }
 
+// setLead leads the rank loop's timers by the measured lead on top of the
+// configured one, and publishes it for Lead.
+func (r *rankThread) setLead(measured time.Duration) {
+	r.core.SetLead(r.baseLead + measured)
+	r.lead.Store(int64(r.baseLead + measured))
+}
+
 func (r *rankThread) sendCandidate(m scheduler.ModelID, c scheduler.Candidate) {
 	mb := &r.mailbox
 	mb.Lock()
@@ -384,24 +391,24 @@ func (r *rankThread) run() {
 	if r.meter != nil {
 		// Until the first measurement, lead by a guess that suits a
 		// loaded machine.
-		r.core.SetLead(r.baseLead + initialLead)
-		r.lead.Store(int64(r.baseLead + initialLead))
+		r.setLead(initialLead)
 	}
 	for {
+		fired := false
 		select {
 		case <-r.notify:
 		case <-timer.C:
-			if r.meter != nil {
-				if lead, ok := r.meter.observe(r.s.Now().Sub(armedFor)); ok {
-					r.core.SetLead(r.baseLead + lead)
-					r.lead.Store(int64(r.baseLead + lead))
-				}
-			}
+			fired = true
 		case <-r.s.stop:
 			timer.Stop()
 			return
 		}
 		began := time.Now()
+		if fired && r.meter != nil {
+			if lead, ok := r.meter.observe(r.s.Time(began).Sub(armedFor)); ok {
+				r.setLead(lead)
+			}
+		}
 		mb := &r.mailbox
 		mb.Lock()
 		changed, mb.changed = mb.changed, changed[:0]

@@ -315,10 +315,12 @@ type sentPlan struct {
 	reqs  []planned
 }
 
-// planned is one request of a plan sent to a backend.
+// planned is one request of a plan: the scheduler's request and its
+// entry, to tell its frontend how it ended, or to put it back in its
+// model's queue if the plan cannot be sent (requeue).
 type planned struct {
-	frontend scheduler.FrontendID
-	id       uint64
+	r scheduler.Request
+	e entry
 }
 
 // Start listens on cfg.Addr and starts scheduling.
@@ -473,8 +475,8 @@ func (s *Service) drain() {
 		st := &s.gpus[g]
 		for id, sp := range st.outstanding {
 			for _, r := range sp.reqs {
-				if f := s.frontends[r.frontend]; f != nil {
-					s.tell(f, wire.End{ID: r.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
+				if f := s.frontends[r.e.frontend]; f != nil {
+					s.tell(f, wire.End{ID: r.e.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
 				}
 				n++
 			}
@@ -732,10 +734,11 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 		}
 		s.log.Info().Str("name", b.name).Int("gpus", b.n).Msg("backend ready")
 	case *wire.GPUFree:
-		s.heard(b)
 		s.gpuFree(b, m)
 	case *wire.Heartbeat:
-		s.heard(b)
+		s.mu.Lock()
+		s.heard(s.sched.Now(), b)
+		s.mu.Unlock()
 	case *wire.Leaving:
 		s.leaving(b)
 	default:
@@ -743,20 +746,22 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 	}
 }
 
-// heard records a message from b: GPUs it had taken out of rotation for
-// its silence come back.
-func (s *Service) heard(b *backendConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.enable(b, s.watch.Heard(s.sched.Now(), b.id))
+// heard records a message from b at now: GPUs it had taken out of
+// rotation for its silence come back. Called with s.mu held.
+func (s *Service) heard(now scheduler.Time, b *backendConn) {
+	s.enable(b, s.watch.Heard(now, b.id))
 }
 
-// gpuFree takes a backend's report of a plan: the plan is out of flight,
-// and the GPU's expected free time is corrected from what really happened.
+// gpuFree takes a backend's report of a plan: the backend is heard from,
+// the plan is out of flight, and the GPU's expected free time is corrected
+// from what really happened. Both happen under one hold of s.mu and at one
+// reading of the clock: the report is one message, heard at one moment.
 func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	g := scheduler.GPUID(m.GPU)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.sched.Now()
+	s.heard(now, b)
 	if int(g) >= len(s.gpus) || s.gpus[g].owner != b {
 		b.conn.Close(fmt.Errorf("GPU %d is not this backend's", m.GPU))
 		return
@@ -780,7 +785,7 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	}
 	// The correction goes out under the lock, so that it reaches the rank
 	// before the return of any plan made after this report.
-	if freeAt, changed, recovered := s.watch.Finished(s.sched.Now(), r); recovered {
+	if freeAt, changed, recovered := s.watch.Finished(now, r); recovered {
 		s.enable(b, []scheduler.GPUID{g})
 	} else if changed {
 		s.sched.CorrectFreeAt(g, freeAt)
@@ -893,8 +898,8 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 		delete(gs.outstanding, uint64(id))
 		s.planEnded()
 		for _, r := range sp.reqs {
-			if f := s.frontends[r.frontend]; f != nil {
-				s.tell(f, wire.End{ID: r.id, Code: wire.EndBackendStalled, Detail: detail})
+			if f := s.frontends[r.e.frontend]; f != nil {
+				s.tell(f, wire.End{ID: r.e.id, Code: wire.EndBackendStalled, Detail: detail})
 			}
 			n++
 		}
@@ -925,7 +930,7 @@ func (s *Service) backendGone(b *backendConn, err error) {
 	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
 		for _, sp := range s.gpus[g].outstanding {
 			for _, r := range sp.reqs {
-				lost[r.frontend] = append(lost[r.frontend], wire.End{ID: r.id, Code: wire.EndBackendLost, Detail: b.name})
+				lost[r.e.frontend] = append(lost[r.e.frontend], wire.End{ID: r.e.id, Code: wire.EndBackendLost, Detail: b.name})
 				nlost++
 			}
 			s.planEnded()
@@ -958,10 +963,9 @@ func (s *Service) backendGone(b *backendConn, err error) {
 // instead of failing.
 func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	plan := &wire.Plan{ID: uint64(p.ID), GPU: uint32(p.GPU), Model: uint32(p.Model), ExecAt: s.toUnix(p.ExecAt)}
+	// reqs holds the plan's requests and entries: recorded with the plan
+	// if it is sent, put back in the queue if it cannot be.
 	reqs := make([]planned, 0, len(p.Requests))
-	// keep holds the plan's requests and entries, to put back in the
-	// queue if the plan cannot be sent.
-	keep := make([]kept, 0, len(p.Requests))
 	dl := scheduler.Never
 	orphans := 0
 	freeAt := p.FinishAt
@@ -969,6 +973,9 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 	st := &s.gpus[p.GPU]
 	b := st.owner
 	takes := b != nil && !b.gone && !b.leaving && !s.watch.Stalled(p.GPU)
+	if takes {
+		plan.Tasks = make([]wire.PlanTask, 0, len(p.Requests))
+	}
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		e, ok := s.table.take(r.ID)
@@ -980,14 +987,13 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 			orphans++
 			continue
 		}
-		keep = append(keep, kept{r: *r, e: e})
+		reqs = append(reqs, planned{r: *r, e: e})
 		if !takes {
 			continue
 		}
 		dl = scheduler.MinTime(dl, r.Deadline)
 		plan.Tasks = append(plan.Tasks, wire.PlanTask{ID: e.id, Frontend: uint32(e.frontend), Input: e.input,
 			FinishBy: s.toUnix(r.Deadline.Add(-s.cfg.ResultTrip))})
-		reqs = append(reqs, planned{frontend: e.frontend, id: e.id})
 	}
 	if len(plan.Tasks) > 0 {
 		plan.Deadline = s.toUnix(dl)
@@ -1011,23 +1017,16 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 		s.count(func(st *Stats) { st.Orphaned += uint64(orphans) })
 	}
 	if !takes {
-		s.requeue(p.Model, keep)
+		s.requeue(p.Model, reqs)
 	}
 	return freeAt
-}
-
-// kept is a planned request with its entry, in case it must be queued
-// again.
-type kept struct {
-	r scheduler.Request
-	e entry
 }
 
 // requeue puts requests whose plan could not be sent back in their
 // model's queue, with their arrival and deadline: a GPU of another backend
 // may still serve them in time. If the scheduler has stopped, they end as
 // shutdown drops.
-func (s *Service) requeue(model scheduler.ModelID, ks []kept) {
+func (s *Service) requeue(model scheduler.ModelID, ks []planned) {
 	if len(ks) == 0 {
 		return
 	}
