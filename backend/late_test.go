@@ -2,6 +2,7 @@ package backend
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ type lateRig struct {
 	gate    chan struct{}
 	results chan *wire.Results
 	frees   chan *wire.GPUFree
+	// sender records which frontend (1 or 2) received each Results.
+	sender sync.Map
 }
 
 const step = 20 * time.Millisecond
@@ -42,6 +45,7 @@ func newLateRig(t *testing.T, opts ...func(*Config)) *lateRig {
 					_ = c.Send(reply)
 				}()
 			case *wire.Results:
+				r.sender.Store(m, uint32(1))
 				r.results <- m
 			}
 		}}, nil
@@ -54,6 +58,7 @@ func newLateRig(t *testing.T, opts ...func(*Config)) *lateRig {
 	mute, err := n.Listen("", func(c transport.Conn, h *wire.Hello) (*wire.Welcome, transport.Handler, error) {
 		return &wire.Welcome{Version: wire.Version}, transport.HandlerFuncs{Message: func(c transport.Conn, m wire.Message) {
 			if res, ok := m.(*wire.Results); ok {
+				r.sender.Store(res, uint32(2))
 				r.results <- res
 			}
 		}}, nil
@@ -126,6 +131,36 @@ func (r *lateRig) next(t *testing.T) *wire.Results {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no results")
 		return nil
+	}
+}
+
+// Request IDs are unique per frontend only: two frontends' requests with
+// the same ID in one plan each get their own end, at their own frontend.
+func TestSameIDFromTwoFrontends(t *testing.T) {
+	r := newLateRig(t)
+	close(r.gate)
+	now := time.Now()
+	// Frontend 1's request is due in 150ms, so the batch starts without
+	// the mute frontend's input, as in TestHungFrontendCostsOnlyItsOwnRequests.
+	p := &wire.Plan{ID: 1, ExecAt: now.UnixNano(), Deadline: now.Add(150 * time.Millisecond).UnixNano(), Tasks: []wire.PlanTask{
+		{ID: 5, Frontend: 1, Input: wire.InputRef{Length: 1, Key: 1}, FinishBy: now.Add(150 * time.Millisecond).UnixNano()},
+		{ID: 5, Frontend: 2, Input: wire.InputRef{Length: 1, Key: 2}, FinishBy: now.Add(time.Minute).UnixNano()},
+	}}
+	if err := r.sched.Send(p); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint32][]wire.Result{}
+	for n := 0; n < 2; {
+		m := r.next(t)
+		from, _ := r.sender.Load(m)
+		got[from.(uint32)] = append(got[from.(uint32)], m.Results...)
+		n += len(m.Results)
+	}
+	if f1 := got[1]; len(f1) != 1 || f1[0].ID != 5 || f1[0].Code != 0 {
+		t.Errorf("frontend 1 got %+v, want its request 5 answered", f1)
+	}
+	if f2 := got[2]; len(f2) != 1 || f2[0].ID != 5 || f2[0].Code != wire.EndInputUnavailable {
+		t.Errorf("the mute frontend 2 got %+v, want its request 5 ended as input unavailable", f2)
 	}
 }
 
