@@ -100,9 +100,9 @@ func TestFloodAtThreeTimesGoodput(t *testing.T) {
 	w := &workload.Workload{
 		Source: "flood", Seed: 7, Duration: time.Second, Warmup: 200 * time.Millisecond,
 		Cluster: workload.Cluster{GPUs: 2},
-		Network: scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond},
-		Models:  []workload.Model{{Model: serving.Model{Name: "m", Profile: prof, SLO: 40 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 500}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
-		Policy:  scheduler.PolicySymphony,
+		Settings: serving.Settings{Policy: scheduler.PolicySymphony,
+			Network: scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond}},
+		Models: []workload.Model{{Model: serving.Model{Name: "m", Profile: prof, SLO: 40 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 500}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
 	}
 	if err := w.Validate(); err != nil {
 		t.Fatal(err)

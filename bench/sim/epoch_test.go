@@ -25,7 +25,7 @@ func dailyWorkload(t *testing.T, gpus int, peak float64) *workload.Workload {
 	e.Interval, e.Parts, e.ModelLoadTime = 2*time.Minute, 2, time.Second
 	w := &workload.Workload{
 		Source: "daily", Seed: 3, Duration: 20 * time.Minute, Cluster: workload.Cluster{GPUs: gpus},
-		Network: table4Network, AutoscaleWindow: 30 * time.Second, Epoch: &e,
+		Settings: serving.Settings{Network: table4Network}, AutoscaleWindow: 30 * time.Second, Epoch: &e,
 	}
 	for i, name := range []string{"NASNetLarge", "EfficientNetB4", "EfficientNetV2S", "BERT", "InceptionResNetV2", "ResNet152"} {
 		var s profile.ModelSpec

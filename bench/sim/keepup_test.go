@@ -24,9 +24,9 @@ import (
 func TestKeepUpPruningBreaksCascades(t *testing.T) {
 	w := &workload.Workload{
 		Source: "table4-inceptionresnetv2", Seed: 42, Duration: 10 * time.Second, Warmup: time.Second,
-		Cluster: workload.Cluster{GPUs: 8},
-		Network: scheduler.Delays{Ctrl: 100 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 100 * time.Microsecond},
-		Models:  []workload.Model{{Model: serving.Model{Name: "InceptionResNetV2", Profile: profile.MustLinear(5090*time.Microsecond, 18368*time.Microsecond, 0), SLO: 70 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 1000}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
+		Cluster:  workload.Cluster{GPUs: 8},
+		Settings: serving.Settings{Network: scheduler.Delays{Ctrl: 100 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 100 * time.Microsecond}},
+		Models:   []workload.Model{{Model: serving.Model{Name: "InceptionResNetV2", Profile: profile.MustLinear(5090*time.Microsecond, 18368*time.Microsecond, 0), SLO: 70 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 1000}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
 	}
 	run := func(hide bool) *harness {
 		h := newHarness(t, w)

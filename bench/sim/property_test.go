@@ -42,7 +42,7 @@ func randomWorkload(seed uint64, pol scheduler.Policy) *workload.Workload {
 		Duration: dur(150*time.Millisecond, 400*time.Millisecond),
 		Warmup:   dur(0, 50*time.Millisecond),
 		Cluster:  workload.Cluster{GPUs: 1 + rng.IntN(8)},
-		Policy:   pol,
+		Settings: serving.Settings{Policy: pol},
 	}
 	if pol == scheduler.PolicySymphony {
 		w.Schedulable = scheduler.Schedulable(rng.IntN(3))

@@ -27,7 +27,7 @@ var table4Network = scheduler.Delays{Ctrl: 100 * usec, DataPerRequest: 20 * usec
 func table4(pol scheduler.Policy, rate float64) *workload.Workload {
 	return &workload.Workload{
 		Source: "table4-resnet50", Seed: 42, Duration: 5 * time.Second, Warmup: time.Second,
-		Cluster: workload.Cluster{GPUs: 8}, Network: table4Network, Policy: pol,
+		Cluster: workload.Cluster{GPUs: 8}, Settings: serving.Settings{Network: table4Network, Policy: pol},
 		Models: []workload.Model{{Model: serving.Model{Name: "ResNet50", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec}, Rates: []workload.RatePhase{{Rate: rate}}}},
 	}
 }
@@ -73,7 +73,7 @@ func checkCounts(t *testing.T, rep *report.Report) {
 func mixed(pol scheduler.Policy, seed uint64) *workload.Workload {
 	return &workload.Workload{
 		Source: "mixed", Seed: seed, Duration: 2 * time.Second, Warmup: 500 * msec,
-		Cluster: workload.Cluster{GPUs: 4}, Network: table4Network, Policy: pol,
+		Cluster: workload.Cluster{GPUs: 4}, Settings: serving.Settings{Network: table4Network, Policy: pol},
 		NexusFrontends: 3, AutoscaleWindow: 500 * msec,
 		Models: []workload.Model{
 			{Model: serving.Model{Name: "resnet", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec}, Rates: []workload.RatePhase{{Duration: time.Second, Rate: 800}, {Rate: 2400}}, Arrival: workload.Arrival{Kind: workload.ArrivalGamma, Shape: 0.3}},

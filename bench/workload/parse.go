@@ -188,12 +188,10 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 	if w.Cluster, err = p.cluster(v, "cluster"); err != nil {
 		return nil, err
 	}
-	set := serving.DefaultSettings()
-	if err := p.dec.Settings(m, &set); err != nil {
+	w.Settings = serving.DefaultSettings()
+	if err := p.dec.Settings(m, &w.Settings); err != nil {
 		return nil, err
 	}
-	w.Network, w.Policy, w.Schedulable, w.Drop, w.ScheduleAhead = set.Network, set.Policy, set.Schedulable, set.Drop, set.ScheduleAhead
-	w.LiveFloor, w.Limits = set.LiveFloor, set.Limits
 	if v, ok := m.Lookup("nexus_frontends"); ok {
 		if w.NexusFrontends, err = p.IntIn(v, "nexus_frontends", 1, maxNexusFrontends); err != nil {
 			return nil, err

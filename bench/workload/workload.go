@@ -25,21 +25,11 @@ type Workload struct {
 	Duration time.Duration
 	Warmup   time.Duration
 	Cluster  Cluster
-	// Network holds the delays the scheduler budgets for and the simulator
-	// applies.
-	Network scheduler.Delays
-	// LiveFloor and Limits are the serving configuration's live delay
-	// floor and limits (serving.Settings), for the live cluster of demo.
-	LiveFloor scheduler.Delays
-	Limits    serving.Limits
-	Models    []Model
-	Policy    scheduler.Policy
-	// Schedulable is the symphony policy's schedulable condition.
-	Schedulable scheduler.Schedulable
-	// Drop is the drop policy; DropDefault takes the policy's own.
-	Drop scheduler.DropPolicy
-	// ScheduleAhead is the clockwork policy's commit window (0: default).
-	ScheduleAhead time.Duration
+	// Settings are the file's serving settings: the policy and its
+	// tuning, the network delays the scheduler budgets for and the
+	// simulator applies, the live floor and the limits.
+	serving.Settings
+	Models []Model
 	// NexusFrontends is how many frontends route requests independently
 	// under the nexus policy (0: default 1).
 	NexusFrontends int
@@ -203,10 +193,7 @@ func fromServing(sm serving.Model) Model { return Model{Model: sm} }
 // serving its models is configured with (symphony scheduler -f reads the
 // same from the file through serving.ParseFile).
 func (w *Workload) Serving() serving.Config {
-	c := serving.Config{Source: w.Source, Settings: serving.Settings{
-		Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, ScheduleAhead: w.ScheduleAhead,
-		Network: w.Network, LiveFloor: w.LiveFloor, Limits: w.Limits,
-	}}
+	c := serving.Config{Source: w.Source, Settings: w.Settings}
 	for i := range w.Models {
 		c.Models = append(c.Models, w.Models[i].Model)
 	}
