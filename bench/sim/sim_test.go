@@ -76,8 +76,16 @@ func mixed(pol scheduler.Policy, seed uint64) *workload.Workload {
 		Cluster: workload.Cluster{GPUs: 4}, Settings: serving.Settings{Network: table4Network, Policy: pol},
 		NexusFrontends: 3, AutoscaleWindow: 500 * msec,
 		Models: []workload.Model{
-			{Model: serving.Model{Name: "resnet", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec}, Rates: []workload.RatePhase{{Duration: time.Second, Rate: 800}, {Rate: 2400}}, Arrival: workload.Arrival{Kind: workload.ArrivalGamma, Shape: 0.3}},
-			{Model: serving.Model{Name: "bert", Profile: profile.MustLinear(7008*usec, 159*usec, 0), SLO: 56 * msec}, Rates: []workload.RatePhase{{Rate: 150}}, Arrival: workload.Arrival{Kind: workload.ArrivalConstant}},
+			{
+				Model:   serving.Model{Name: "resnet", Profile: profile.MustLinear(1053*usec, 5072*usec, 0), SLO: 25 * msec},
+				Rates:   []workload.RatePhase{{Duration: time.Second, Rate: 800}, {Rate: 2400}},
+				Arrival: workload.Arrival{Kind: workload.ArrivalGamma, Shape: 0.3},
+			},
+			{
+				Model:   serving.Model{Name: "bert", Profile: profile.MustLinear(7008*usec, 159*usec, 0), SLO: 56 * msec},
+				Rates:   []workload.RatePhase{{Rate: 150}},
+				Arrival: workload.Arrival{Kind: workload.ArrivalConstant},
+			},
 		},
 	}
 }
