@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,53 +40,58 @@ func TestONNXClusterAnswersEachRequest(t *testing.T) {
 	}
 	c := startCluster(t, cfg)
 	const perFrontend = 150
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	largest := 0
-	for f := range 2 {
-		client := c.Frontends[f]
-		calls := make([]*frontend.Call, perFrontend)
-		xs := make([][]float32, perFrontend)
-		for i := range calls {
-			xs[i] = make([]float32, in)
-			b := make([]byte, 4*in)
-			for j := range xs[i] {
-				xs[i][j] = float32(math.Sin(float64(f*100000 + i*in + j)))
-				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(xs[i][j]))
-			}
-			calls[i] = client.Go(context.Background(), "cnn", b)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i, call := range calls {
-				<-call.Done()
-				if call.Err != nil {
-					t.Errorf("frontend %d request %d: %v", f, i, call.Err)
-					continue
-				}
-				want, err := cnn.Forward(xs[i])
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(want) != out || len(call.Output) != 4*len(want) {
-					t.Errorf("frontend %d request %d: %d output bytes, want %d", f, i, len(call.Output), 4*len(want))
-					continue
-				}
-				for k, w := range want {
-					if got := math.Float32frombits(binary.LittleEndian.Uint32(call.Output[4*k:])); math.Abs(float64(got-w)) > 1e-5 {
-						t.Errorf("frontend %d request %d output %d: %v, want %v", f, i, k, got, w)
-					}
-				}
-				mu.Lock()
-				largest = max(largest, call.Timing.BatchSize)
-				mu.Unlock()
-			}
-		}()
+	type sent struct {
+		call *frontend.Call
+		x    []float32
 	}
-	wg.Wait()
-	if largest < 2 {
-		t.Errorf("no batch held more than one request (largest %d): nothing was checked across a batch", largest)
+	var reqs [2][]sent
+	// Issue the two frontends' requests alternately, so that batches can
+	// hold both.
+	for i := range perFrontend {
+		for f := range 2 {
+			x := make([]float32, in)
+			b := make([]byte, 4*in)
+			for j := range x {
+				x[j] = float32(math.Sin(float64(f*100000 + i*in + j)))
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(x[j]))
+			}
+			reqs[f] = append(reqs[f], sent{c.Frontends[f].Go(context.Background(), "cnn", b), x})
+		}
+	}
+	// A batch is known by its GPU run's start and finish, which every
+	// request in it reports.
+	type batchKey struct{ started, finished time.Time }
+	batchesOf := [2]map[batchKey]bool{{}, {}}
+	for f := range 2 {
+		for i, r := range reqs[f] {
+			<-r.call.Done()
+			if r.call.Err != nil {
+				t.Errorf("frontend %d request %d: %v", f, i, r.call.Err)
+				continue
+			}
+			want, err := cnn.Forward(r.x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) != out || len(r.call.Output) != 4*len(want) {
+				t.Errorf("frontend %d request %d: %d output bytes, want %d", f, i, len(r.call.Output), 4*len(want))
+				continue
+			}
+			for k, w := range want {
+				if got := math.Float32frombits(binary.LittleEndian.Uint32(r.call.Output[4*k:])); math.Abs(float64(got-w)) > 1e-5 {
+					t.Errorf("frontend %d request %d output %d: %v, want %v", f, i, k, got, w)
+				}
+			}
+			batchesOf[f][batchKey{r.call.Timing.Started, r.call.Timing.Finished}] = true
+		}
+	}
+	mixed := 0
+	for k := range batchesOf[0] {
+		if batchesOf[1][k] {
+			mixed++
+		}
+	}
+	if mixed == 0 {
+		t.Errorf("no batch held requests of both frontends (%d and %d batches): nothing was checked across frontends in a batch", len(batchesOf[0]), len(batchesOf[1]))
 	}
 }
