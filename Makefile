@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/symphony
 PKGS    := ./...
 
-.PHONY: build test lint bench demo experiments fuzz clean onnxruntime
+.PHONY: build test lint bench demo experiments fuzz clean onnxruntime models onnx-acceptance
 
 # The production binary and the bench harness, side by side: symphony runs
 # its bench commands (sim, demo, bench) through symphony-bench.
@@ -30,6 +30,15 @@ $(ORT_LIB):
 	  tar xzf onnxruntime-node-$(ORT_VERSION).tgz package/bin/napi-v6/linux/x64/libonnxruntime.so.1 && \
 	  mv package/bin/napi-v6/linux/x64/libonnxruntime.so.1 . && rm -rf package onnxruntime-node-$(ORT_VERSION).tgz
 	@echo "ONNX Runtime $(ORT_VERSION): $(ORT_LIB)"
+
+# The benchmark models (bench/modelgen: a ResNet-style CNN; the committed
+# testdata/models are too small to measure anything but overhead) as a
+# model repository in a git-ignored folder: model.onnx and a config.yaml
+# without a profile, which symphony-bench profile measures and adds.
+# Idempotent: an unchanged model keeps its config.yaml, profile included.
+MODELS_DIR := .cache/models
+models:
+	$(GO) run ./cmd/symphony-bench models --out $(MODELS_DIR)
 
 # staticcheck (v0.8.2 is its 2026.2.2 release), pinned, on both builds (the rdma build's cgo files
 # included); .ci/run runs it before the tests.

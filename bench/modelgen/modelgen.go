@@ -7,7 +7,10 @@
 //
 // The committed models under testdata/models are what Committed returns:
 // `go test ./bench/modelgen -run TestCommittedModels -update` rewrites
-// them, and the same test without -update fails if they differ.
+// them, and the same test without -update fails if they differ. The
+// benchmark model (Benchmark, a ResNet-style CNN of 2.7 MB) is not
+// committed: `make models` generates it into .cache/models
+// (WriteBenchmark).
 package modelgen
 
 import (

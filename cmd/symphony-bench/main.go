@@ -49,6 +49,14 @@ Usage:
       Measure a repository model's batch latency ℓ(b) on the ONNX executor (median
       and p99 per batch size), fit α·b+β (or keep the table where the line is
       off by more than the tolerance), and write the profile into its config.yaml.
+  symphony-bench models [--out DIR]
+      Write the benchmark models (bench/modelgen: a ResNet-style CNN) into a model
+      repository (default .cache/models), each with a config.yaml and no profile;
+      models already there and unchanged are left alone, profile included.
+  symphony-bench models workload [--model-repo DIR] [--model NAME] [--gpus N]
+               [--load F] [--duration D] [--warmup D] [--seed N] [-o FILE]
+      Write a workload file offering a profiled repository model F (default 0.7)
+      of the rate N GPUs sustain by its profile (Eqs. 2-3), for bench and sim.
   symphony-bench partition experiment [--models N] [--parts N] [--instances N]
                [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
       Compare the partitioning engines on random instances (Appendix A.2).
@@ -80,6 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runDemo(args[1:], stdout, stderr)
 	case args[0] == "profile":
 		err = runProfile(args[1:], stdout, stderr)
+	case args[0] == "models":
+		err = runModels(args[1:], stdout, stderr)
 	case args[0] == "partition" && len(args) > 1 && args[1] == "experiment":
 		return cli.ExitStatus("symphony-bench", "partition experiment", runPartitionExperiment(args[2:], stdout, stderr), stderr)
 	default:
