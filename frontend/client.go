@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,15 @@ type ModelInfo struct {
 	SLO  time.Duration
 	// MaxBatch is the largest batch its profile covers.
 	MaxBatch int
+	// Latency is the profile the scheduler plans the model's batches with:
+	// Latency[b-1] is ℓ(b), for b up to MaxBatch (wire.ModelSpec.Latency).
+	// A benchmark compares real batch times with it (bench/loadgen). The
+	// slice is shared by every caller and never changed by the client (a
+	// new scheduler session brings a new one, copied from its welcome so
+	// that no transport's buffers or scheduler's tables are shared), so
+	// that Model stays allocation-free on the request path: read it, do
+	// not write it.
+	Latency []time.Duration
 }
 
 // Timing says how a request ran, for reports.
@@ -337,7 +347,7 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	c.mu.Lock()
 	c.models = make(map[string]modelEntry, len(welcome.Models))
 	for _, m := range welcome.Models {
-		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency)}}
+		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency), Latency: slices.Clone(m.Latency)}}
 	}
 	c.session = sess
 	c.mu.Unlock()

@@ -183,6 +183,7 @@ func (c *collector) batch(model int32, m *report.ModelCounts, t *frontend.Timing
 	from, to := t.Started.Sub(r.start), t.Finished.Sub(r.start)
 	if r.inWindow(from) {
 		m.AddBatch(t.BatchSize, 1)
+		m.Profile.Add(t.BatchSize, t.Finished.Sub(t.Started), r.profiles[model])
 	}
 	if lo, hi := max(from, r.winStart), min(to, r.winEnd); hi > lo {
 		m.Busy += hi - lo

@@ -115,6 +115,12 @@ type Options struct {
 	// Lateness, if set, is called at the end of each run with how far
 	// behind schedule the generator issued requests.
 	Lateness func(Lateness)
+	// Profile, if set, returns the latency profile a model is scheduled
+	// with, Profile(model)[b-1] being ℓ(b) (frontend.ModelInfo.Latency,
+	// the scheduler's own table); the report then states how each model's
+	// real batch times compared with it (report.ProfileFit). nil, or an
+	// empty profile, leaves the comparison out.
+	Profile func(model string) []time.Duration
 	// Faults, if set, plays the workload's fault scenario against the
 	// cluster: it is called as each run's clock starts, with that start,
 	// and returns at once; the stop it returns is called once every
@@ -347,7 +353,9 @@ type runner struct {
 	offered          []uint64
 	lag              report.Histogram
 	models           []report.ModelCounts
-	collectors       []collector
+	// profiles[i] is model i's ℓ(b) table (Options.Profile), nil if unknown.
+	profiles   [][]time.Duration
+	collectors []collector
 
 	issued, good, ended atomic.Uint64
 }
@@ -358,8 +366,12 @@ func newRunner(w *workload.Workload, o Options) *runner {
 		offered: make([]uint64, len(w.Models)),
 		models:  make([]report.ModelCounts, len(w.Models)),
 	}
+	r.profiles = make([][]time.Duration, len(w.Models))
 	for i, m := range w.Models {
 		r.models[i].Name, r.models[i].SLO = m.Name, m.SLO
+		if o.Profile != nil {
+			r.profiles[i] = o.Profile(m.Name)
+		}
 	}
 	n := int((r.winEnd + o.Interval - 1) / o.Interval)
 	r.collectors = make([]collector, min(len(w.Models), 16))

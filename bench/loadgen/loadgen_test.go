@@ -460,3 +460,44 @@ func BenchmarkRun20k(b *testing.B) {
 		b.ReportMetric(float64(lat.Max.Microseconds()), "lag-max-µs")
 	}
 }
+
+// With the scheduler's profile (Options.Profile) the report compares each
+// distinct batch that started in the window with ℓ(b): a batch counts once
+// however many of its requests the generator sees, and the quantiles are
+// of real/ℓ(b). A model without a profile gets no comparison.
+func TestProfileAdherence(t *testing.T) {
+	w := newWorkload(100*msec, 300*msec, model{"a", 50 * msec, 1000}, model{"b", 50 * msec, 200})
+	t0 := time.Now()
+	prof := []time.Duration{msec, 2 * msec, 3 * msec, 4 * msec}
+	f := &fake{behave: func(m string, k int) result {
+		// Requests 4g..4g+3 share batch g, which starts at t0 + 4g ms,
+		// about when they arrive, and takes ℓ(4)·(1 + (g mod 10)/10):
+		// ratios 1.0, 1.1, ... 1.9.
+		g := k / 4
+		s := t0.Add(time.Duration(4*g) * msec)
+		return result{latency: 10 * msec, started: s, finished: s.Add(4 * msec * time.Duration(10+g%10) / 10), batch: 4}
+	}}
+	profiles := func(m string) []time.Duration {
+		if m == "a" {
+			return prof
+		}
+		return nil
+	}
+	rep, err := run(context.Background(), f.start, w, Options{Interval: 100 * msec, Profile: profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rep.Models[0]
+	if a.ProfileBatches == 0 || a.ProfileBatches != a.BatchSizeHist[4] {
+		t.Fatalf("%d batches compared, %d batches of 4 in the window: want the same, and some", a.ProfileBatches, a.BatchSizeHist[4])
+	}
+	if a.ProfileBatches < 50 {
+		t.Fatalf("only %d batches in the window; the quantiles below need more", a.ProfileBatches)
+	}
+	if math.Abs(a.ProfileRatioP50-1.4) > 0.1001 || math.Abs(a.ProfileRatioP99-1.9) > 1e-9 {
+		t.Errorf("real/ℓ(b) p50 %v p99 %v, want about 1.4 and 1.9", a.ProfileRatioP50, a.ProfileRatioP99)
+	}
+	if b := rep.Models[1]; b.ProfileBatches != 0 || b.ProfileRatioP50 != 0 {
+		t.Errorf("model without a profile: %d batches compared, p50 %v", b.ProfileBatches, b.ProfileRatioP50)
+	}
+}

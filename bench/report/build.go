@@ -31,6 +31,10 @@ type Counts struct {
 	Reasons map[string]uint64
 	// Busy is the GPU time of the batches in the window.
 	Busy time.Duration
+	// Profile compares the real run time of the batches that started in
+	// the window with the profile's ℓ(b): live runs that know the
+	// scheduler's profile fill it (the simulator runs ℓ(b) exactly).
+	Profile ProfileFit
 }
 
 // AddBatch counts n batches of size requests.
@@ -67,6 +71,7 @@ func (c *Counts) Merge(o *Counts) {
 		c.AddReason(r, n)
 	}
 	c.Busy += o.Busy
+	c.Profile.Merge(&o.Profile)
 }
 
 // Bad is the number of requests that were not good.
@@ -95,6 +100,10 @@ func (c *Counts) Stats(seconds float64) Stats {
 	}
 	if answered := c.Good + c.Late; answered > 0 {
 		s.MeanBatchSize = float64(c.BatchWeighted) / float64(answered)
+	}
+	if n := c.Profile.Batches(); n > 0 {
+		s.ProfileBatches = uint64(n)
+		s.ProfileRatioP50, s.ProfileRatioP99 = c.Profile.Quantile(0.50), c.Profile.Quantile(0.99)
 	}
 	for r, n := range c.Reasons {
 		if n > 0 {

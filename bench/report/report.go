@@ -59,6 +59,16 @@ type Stats struct {
 	GPUBusyFraction float64           `json:"gpu_busy_fraction"`
 	GPUIdleFraction float64           `json:"gpu_idle_fraction"`
 	DropReasons     map[string]uint64 `json:"drop_reasons,omitempty"`
+	// ProfileBatches is the number of distinct batches (by start, finish
+	// and size) that started in the window and were compared with the
+	// scheduler's profile; ProfileRatioP50 and ProfileRatioP99 are the
+	// quantiles over them of each batch's real run time over the profile's
+	// ℓ(b) for its size (ProfileFit). Live runs through an embedded
+	// frontend fill them; the simulator, which runs ℓ(b) exactly, and the
+	// gateway, which does not see the profile, leave them out.
+	ProfileBatches  uint64  `json:"profile_batches,omitempty"`
+	ProfileRatioP50 float64 `json:"profile_ratio_p50,omitempty"`
+	ProfileRatioP99 float64 `json:"profile_ratio_p99,omitempty"`
 }
 
 // ModelReport is one model's share of a run. Its GPUBusyFraction is the

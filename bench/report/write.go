@@ -44,6 +44,7 @@ var csvHeader = []string{
 	"latency_p50", "latency_p99", "latency_p999",
 	"queueing_p50", "queueing_p99",
 	"mean_batch_size", "gpu_busy_fraction", "gpu_idle_fraction",
+	"profile_batches", "profile_ratio_p50", "profile_ratio_p99",
 }
 
 // WriteCSV writes the `--csv` output: a header, one row per model in report
@@ -83,6 +84,7 @@ func csvRow(name string, s *Stats) []string {
 		fmtFloat(s.LatencyP50), fmtFloat(s.LatencyP99), fmtFloat(s.LatencyP999),
 		fmtFloat(s.QueueingP50), fmtFloat(s.QueueingP99),
 		fmtFloat(s.MeanBatchSize), fmtFloat(s.GPUBusyFraction), fmtFloat(s.GPUIdleFraction),
+		u(s.ProfileBatches), fmtFloat(s.ProfileRatioP50), fmtFloat(s.ProfileRatioP99),
 	}
 }
 
@@ -116,6 +118,10 @@ func WriteTable(w io.Writer, r *Report) error {
 	ew.printf("queueing p50 %s ms   p99 %s ms\n", fmtNum(s.QueueingP50, 2), fmtNum(s.QueueingP99, 2))
 	ew.printf("batch    mean %s   GPU busy %s%%   idle %s%%\n",
 		fmtNum(s.MeanBatchSize, 2), fmtNum(100*s.GPUBusyFraction, 1), fmtNum(100*s.GPUIdleFraction, 1))
+	if s.ProfileBatches > 0 {
+		ew.printf("profile  real batch time / ℓ(b): p50 %s   p99 %s   (%d batches)\n",
+			fmtNum(s.ProfileRatioP50, 3), fmtNum(s.ProfileRatioP99, 3), s.ProfileBatches)
+	}
 	ew.printf("autoscale %s\n", adviceString(r.Autoscale))
 	if b := r.Backends; b != nil {
 		ew.printf("backends batches started behind plan: p50 <= %s ms, p99 <= %s ms, p99.9 <= %s ms (%d batches); %d requests dropped as too late to run\n",
@@ -143,6 +149,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		if hidden := len(r.Models) - len(models); hidden > 0 {
 			ew.printf("(%d more models with lower offered rates not shown)\n", hidden)
 		}
+		writeProfileFit(ew, models)
 	}
 
 	if g := r.GoodputSearch; g != nil {
@@ -170,6 +177,33 @@ func WriteTable(w io.Writer, r *Report) error {
 		return fmt.Errorf("report: WriteTable: %w", ew.err)
 	}
 	return nil
+}
+
+// writeProfileFit writes each model's profile adherence, when the run
+// measured it: how the real batch times compared with the scheduler's ℓ(b).
+func writeProfileFit(ew *errWriter, models []*ModelReport) {
+	var fit []*ModelReport
+	for _, m := range models {
+		if m.ProfileBatches > 0 {
+			fit = append(fit, m)
+		}
+	}
+	if len(fit) == 0 {
+		return
+	}
+	ew.printf("\nprofile adherence (each batch's real run time over the profile's ℓ(b) for its size)\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	nw := len("model")
+	for _, m := range fit {
+		nw = max(nw, len(m.Name))
+	}
+	fmt.Fprintf(tw, "%-*s\tbatches\tp50\tp99\t\n", nw, "model")
+	for _, m := range fit {
+		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t\n", nw, m.Name, m.ProfileBatches, fmtNum(m.ProfileRatioP50, 3), fmtNum(m.ProfileRatioP99, 3))
+	}
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		ew.err = err
+	}
 }
 
 // writeFaults writes the fault report: each phase's goodput, bad rate and
@@ -477,6 +511,8 @@ func sanitizeStats(s Stats) Stats {
 	s.MeanBatchSize = finite(s.MeanBatchSize)
 	s.GPUBusyFraction = finite(s.GPUBusyFraction)
 	s.GPUIdleFraction = finite(s.GPUIdleFraction)
+	s.ProfileRatioP50 = finite(s.ProfileRatioP50)
+	s.ProfileRatioP99 = finite(s.ProfileRatioP99)
 	if s.BatchSizeHist == nil {
 		s.BatchSizeHist = map[int]uint64{}
 	}

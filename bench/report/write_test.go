@@ -279,7 +279,8 @@ func TestWriteCSV(t *testing.T) {
 	recs := readCSV(t, buf.String())
 	wantHeader := []string{"model", "offered", "good", "late", "dropped", "failed",
 		"offered_rps", "goodput_rps", "bad_rate", "latency_p50", "latency_p99", "latency_p999",
-		"queueing_p50", "queueing_p99", "mean_batch_size", "gpu_busy_fraction", "gpu_idle_fraction"}
+		"queueing_p50", "queueing_p99", "mean_batch_size", "gpu_busy_fraction", "gpu_idle_fraction",
+		"profile_batches", "profile_ratio_p50", "profile_ratio_p99"}
 	if !slices.Equal(recs[0], wantHeader) {
 		t.Fatalf("header = %v, want %v", recs[0], wantHeader)
 	}

@@ -53,6 +53,10 @@ type loadFlags struct {
 	// annotate, if set, adds to a single run's report before it is
 	// written (demo: the backends' timing).
 	annotate func(*report.Report)
+	// profile, if set, is each model's ℓ(b) table as the scheduler has it
+	// (loadgen.Options.Profile): the report compares the real batch times
+	// with it.
+	profile func(model string) []time.Duration
 }
 
 // defaultInputBytes is the input size the load generator sends for a
@@ -132,7 +136,7 @@ func (lf *loadFlags) options(w *workload.Workload, label string, stderr io.Write
 			sizes[m.Name] = defaultInputBytes
 		}
 	}
-	o := loadgen.Options{Label: label, InputBytes: func(model string) int { return sizes[model] }, Faults: lf.faults}
+	o := loadgen.Options{Label: label, InputBytes: func(model string) int { return sizes[model] }, Faults: lf.faults, Profile: lf.profile}
 	if !*lf.quiet {
 		o.Progress = stderr
 	}
@@ -228,6 +232,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 		return c, release, nil
 	}
+	// The scheduler's profiles, as its frontend learned them; every
+	// point of a sweep starts a cluster serving the same ones.
+	lf.profile = func(model string) []time.Duration { return frontendProfile(current.Frontends[0], model) }
 	label := w.Policy.String() + " (live)"
 	if lf.multipliers != nil {
 		return lf.runSweep(ctx, func(ctx context.Context) (loadgen.Target, func(), error) {
@@ -355,7 +362,15 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("model %q: %s gives an SLO of %v, but the scheduler at %s serves it with %v; bench the workload the scheduler was started with (symphony scheduler -f)", m.Name, w.Source, m.SLO, *sched, info.SLO)
 		}
 	}
+	lf.profile = func(model string) []time.Duration { return frontendProfile(client, model) }
 	return lf.benchRunning(ctx, loadgen.Client(client), w, "live", stdout, stderr)
+}
+
+// frontendProfile is the ℓ(b) table the scheduler announced for model to
+// the frontend c, nil if c does not know the model.
+func frontendProfile(c *frontend.Client, model string) []time.Duration {
+	info, _ := c.Model(model)
+	return info.Latency
 }
 
 // benchRunning drives a running cluster through t (via: "live" for an

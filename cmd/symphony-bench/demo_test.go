@@ -35,6 +35,9 @@ type demoReport struct {
 	Models     []struct {
 		Name string `json:"name"`
 		demoEnds
+		ProfileBatches  uint64  `json:"profile_batches"`
+		ProfileRatioP50 float64 `json:"profile_ratio_p50"`
+		ProfileRatioP99 float64 `json:"profile_ratio_p99"`
 	} `json:"models"`
 	Backends *struct {
 		Batches uint64 `json:"batches"`
@@ -103,6 +106,15 @@ func TestDemoJSONReport(t *testing.T) {
 	checkReport(t, r, 0.4, "ResNet50", "MobileNet")
 	if r.Backends == nil || (r.Good > 0 && r.Backends.Batches == 0) {
 		t.Errorf("backends %+v for %d good requests", r.Backends, r.Good)
+	}
+	// The emulated GPUs sleep ℓ(b) of the scheduler's profile, which the
+	// frontend learned: every model that ran batches compares them with
+	// it, and they took at least about ℓ(b).
+	for _, m := range r.Models {
+		if m.Good > 0 && (m.ProfileBatches == 0 || m.ProfileRatioP50 < 0.9 || m.ProfileRatioP99 < m.ProfileRatioP50) {
+			t.Errorf("model %s: %d good requests, %d batches compared with the profile, real/ℓ(b) p50 %v p99 %v",
+				m.Name, m.Good, m.ProfileBatches, m.ProfileRatioP50, m.ProfileRatioP99)
+		}
 	}
 	if stderr != "" {
 		t.Errorf("--quiet printed %q", stderr)
