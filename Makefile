@@ -40,6 +40,12 @@ MODELS_DIR := .cache/models
 models:
 	$(GO) run ./cmd/symphony-bench models --out $(MODELS_DIR)
 
+# The ONNX acceptance measurements (issue 16) on the benchmark model:
+# profile, live profile adherence at 70% load, and live goodput against
+# the simulator's; for a quiet machine. Results in out/onnx-acceptance.
+onnx-acceptance:
+	bench/scripts/onnx-acceptance.sh
+
 # staticcheck (v0.8.2 is its 2026.2.2 release), pinned, on both builds (the rdma build's cgo files
 # included); .ci/run runs it before the tests.
 STATICCHECK_VERSION := v0.8.2
