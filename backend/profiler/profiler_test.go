@@ -83,3 +83,63 @@ func TestMeasureEmulated(t *testing.T) {
 		t.Error("an unknown model measured")
 	}
 }
+
+// A batch size slower than a larger one was disturbed; OutOfOrder names
+// it (and only it) beyond the tolerance.
+func TestOutOfOrder(t *testing.T) {
+	ms := time.Millisecond
+	pts := []Point{{Batch: 1, Median: 2 * ms}, {Batch: 2, Median: 44 * ms}, {Batch: 3, Median: 4 * ms}, {Batch: 4, Median: 5 * ms}, {Batch: 5, Median: 5 * ms}}
+	if got := OutOfOrder(pts, 0.05); len(got) != 1 || got[0] != 2 {
+		t.Errorf("OutOfOrder = %v, want [2]", got)
+	}
+	// Within the tolerance: 4.1ms before 4ms is noise, not a disturbance.
+	pts[1].Median = 4100 * time.Microsecond
+	if got := OutOfOrder(pts, 0.05); len(got) != 0 {
+		t.Errorf("OutOfOrder within tolerance = %v, want none", got)
+	}
+}
+
+// flakyExecutor takes extra on the first batch of size slowAt it runs after
+// the warm-up: a disturbance that re-measuring gets past.
+type flakyExecutor struct {
+	backend.Executor
+	slowAt, seen int
+	extra        time.Duration
+}
+
+func (f *flakyExecutor) Execute(ctx context.Context, gpu int, model uint32, inputs [][]byte) ([][]byte, error) {
+	if len(inputs) == f.slowAt {
+		f.seen++
+		if f.seen <= 3 { // the warm-up and two of the three timed runs of the first round
+			time.Sleep(f.extra) // the disturbance itself, not a wait for an event
+		}
+	}
+	return f.Executor.Execute(ctx, gpu, model, inputs)
+}
+
+// Measure measures a disturbed batch size again and keeps the lower median,
+// so that the table passed to the profile is in order.
+func TestMeasureRemeasuresDisturbed(t *testing.T) {
+	prof := profile.MustLinear(time.Millisecond, time.Millisecond, 3)
+	lat := []time.Duration{prof.Latency(1), prof.Latency(2), prof.Latency(3)}
+	em := backend.NewEmulated()
+	if err := em.Load([]wire.ModelSpec{{ID: 1, Name: "m", SLO: time.Second, Latency: lat}}); err != nil {
+		t.Fatal(err)
+	}
+	ex := &flakyExecutor{Executor: em, slowAt: 2, extra: 20 * time.Millisecond}
+	var again []Point
+	pts, err := Measure(context.Background(), ex, 1, Options{MaxBatch: 3, Warmup: 1, Runs: 3, Retries: 2, Recheck: 0.05,
+		Input: func(i int) []byte { return []byte{byte(i)} }, Remeasured: func(p Point) { again = append(again, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) == 0 || again[0].Batch != 2 {
+		t.Fatalf("measured again %v, want batch 2", again)
+	}
+	if pts[1].Median >= 20*time.Millisecond {
+		t.Errorf("batch 2 kept the disturbed median %v", pts[1].Median)
+	}
+	if _, err := Measure(context.Background(), ex, 1, Options{MaxBatch: 1, Runs: 1, Retries: -1, Input: func(int) []byte { return nil }}); err == nil {
+		t.Error("negative retries accepted")
+	}
+}

@@ -48,6 +48,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	maxBatch := fs.Int("max-batch", 0, "largest batch to measure (default: the config's max_batch)")
 	warmup := fs.Int("warmup", 5, "untimed batches per size")
 	runs := fs.Int("runs", 30, "timed batches per size")
+	retries := fs.Int("retries", 3, "measure again, up to this many times, each batch size whose median exceeds a larger batch's by more than 5% (a disturbance: only the lowest median is kept)")
 	tolerance := fs.Float64("tolerance", 0.1, "keep the linear fit α·b+β where it is within this fraction of every median, else the measured table")
 	threads := fs.Int("intra-op-threads", 1, "ONNX Runtime threads per batch, as the backend will run it")
 	lib := fs.String("onnxruntime-lib", "", "ONNX Runtime's library (default: $"+onnx.LibraryEnv+", else "+onnx.FetchedLibrary+")")
@@ -60,8 +61,8 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	if *repo == "" || *name == "" {
 		return cli.UsageErr("--model-repo and --model are required")
 	}
-	if *runs < 1 || *warmup < 0 || *tolerance < 0 {
-		return cli.UsageErr("--runs must be at least 1, --warmup and --tolerance not negative")
+	if *runs < 1 || *warmup < 0 || *tolerance < 0 || *retries < 0 {
+		return cli.UsageErr("--runs must be at least 1, --warmup, --retries and --tolerance not negative")
 	}
 	rm, err := serving.ReadRepoModel(*repo, *name)
 	if err != nil {
@@ -93,6 +94,10 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 		Input: func(i int) []byte { return inputs[i%len(inputs)] },
 		Progress: func(p profiler.Point) {
 			log.Info().Int("batch", p.Batch).Str("median", p.Median.String()).Str("p99", p.P99.String()).Msgf("%d/%d", p.Batch, *maxBatch)
+		},
+		Retries: *retries, Recheck: 0.05,
+		Remeasured: func(p profiler.Point) {
+			log.Info().Int("batch", p.Batch).Str("median", p.Median.String()).Str("p99", p.P99.String()).Msg("measured again (out of order)")
 		}})
 	if err != nil {
 		return err
