@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/rdma"
@@ -99,6 +100,11 @@ type ModelInfo struct {
 	SLO  time.Duration
 	// MaxBatch is the largest batch its profile covers.
 	MaxBatch int
+	// Inputs and Outputs are the model's named tensors, one sample each,
+	// when the scheduler announced them (a repository model): InferTensors
+	// checks requests against them. Both are nil for a model of opaque
+	// bytes, which only Infer serves. They are shared: do not modify them.
+	Inputs, Outputs []tensor.Spec
 }
 
 // Timing says how a request ran, for reports.
@@ -337,7 +343,8 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	c.mu.Lock()
 	c.models = make(map[string]modelEntry, len(welcome.Models))
 	for _, m := range welcome.Models {
-		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency)}}
+		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency),
+			Inputs: m.Inputs, Outputs: m.Outputs}}
 	}
 	c.session = sess
 	c.mu.Unlock()
