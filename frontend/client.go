@@ -25,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/rdma"
@@ -102,13 +103,19 @@ type ModelInfo struct {
 	MaxBatch int
 	// Latency is the profile the scheduler plans the model's batches with:
 	// Latency[b-1] is ℓ(b), for b up to MaxBatch (wire.ModelSpec.Latency).
-	// A benchmark compares real batch times with it (bench/loadgen). The
-	// slice is shared by every caller and never changed by the client (a
-	// new scheduler session brings a new one, copied from its welcome so
-	// that no transport's buffers or scheduler's tables are shared), so
-	// that Model stays allocation-free on the request path: read it, do
-	// not write it.
+	// A benchmark compares real batch times with it (bench/loadgen).
 	Latency []time.Duration
+	// Inputs and Outputs are the model's named tensors, one sample each,
+	// when the scheduler announced them (a repository model): InferTensors
+	// checks requests against them. Both are nil for a model of opaque
+	// bytes, which only Infer serves.
+	//
+	// Latency, Inputs and Outputs are shared by every caller and never
+	// changed by the client (a new scheduler session brings new ones,
+	// copied from its welcome so that no transport's buffers or
+	// scheduler's tables are shared), so that Model stays allocation-free
+	// on the request path: read them, do not write them.
+	Inputs, Outputs []tensor.Spec
 }
 
 // Timing says how a request ran, for reports.
@@ -347,7 +354,8 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	c.mu.Lock()
 	c.models = make(map[string]modelEntry, len(welcome.Models))
 	for _, m := range welcome.Models {
-		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency), Latency: slices.Clone(m.Latency)}}
+		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency),
+			Latency: slices.Clone(m.Latency), Inputs: slices.Clone(m.Inputs), Outputs: slices.Clone(m.Outputs)}}
 	}
 	c.session = sess
 	c.mu.Unlock()

@@ -4,15 +4,14 @@ package onnx
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -48,12 +47,15 @@ type Executor struct {
 	models map[uint32]*model
 }
 
-// model is one loaded model: its session and the shapes of one sample.
+// model is one loaded model: its session and its tensors, one sample
+// each, in the session's order.
 type model struct {
-	name          string
-	session       *ort.DynamicAdvancedSession
-	inDims        []int64 // one sample's input shape, the batch dimension left out
-	inLen, outLen int     // values per sample
+	name            string
+	session         *ort.DynamicAdvancedSession
+	inputs, outputs []tensor.Spec
+	inTypes         []ort.TensorElementDataType
+	outTypes        []ort.TensorElementDataType
+	inLen, outLen   int // bytes per sample, all inputs and all outputs
 
 	mu     sync.Mutex
 	timing Timing
@@ -77,11 +79,14 @@ func New(cfg Config) (*Executor, error) {
 
 // Load opens a session for each model the scheduler serves, from the
 // repository, replacing the sessions of an earlier Load. Every model must
-// be in the repository with a supported signature.
+// be in the repository with a supported signature, and where the
+// scheduler announces a model's tensors they must be its file's: a
+// scheduler and a backend reading different repositories would otherwise
+// cut each other's bytes wrongly.
 func (e *Executor) Load(specs []wire.ModelSpec) error {
 	loaded := make(map[uint32]*model, len(specs))
 	for _, s := range specs {
-		m, err := e.open(s.Name)
+		m, err := e.open(s)
 		if err != nil {
 			for _, l := range loaded {
 				_ = l.session.Destroy()
@@ -100,8 +105,9 @@ func (e *Executor) Load(specs []wire.ModelSpec) error {
 	return nil
 }
 
-// open makes a session for the named model and checks its signature.
-func (e *Executor) open(name string) (*model, error) {
+// open makes a session for the announced model and checks its signature.
+func (e *Executor) open(spec wire.ModelSpec) (*model, error) {
+	name := spec.Name
 	path, err := ModelFile(e.cfg.Repository, name)
 	if err != nil {
 		return nil, err
@@ -110,18 +116,18 @@ func (e *Executor) open(name string) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onnx: model %s (%s): not a model ONNX Runtime can read: %w", name, path, err)
 	}
-	if len(ins) != 1 || len(outs) != 1 {
-		return nil, fmt.Errorf("onnx: model %s: %d inputs and %d outputs; this executor serves models of one input and one output", name, len(ins), len(outs))
-	}
-	in, out := ins[0], outs[0]
-	inDims, inLen, err := sample(name, in)
-	if err != nil {
+	m := &model{name: name}
+	if m.inputs, m.inTypes, err = samples(name, "input", ins); err != nil {
 		return nil, err
 	}
-	_, outLen, err := sample(name, out)
-	if err != nil {
+	if m.outputs, m.outTypes, err = samples(name, "output", outs); err != nil {
 		return nil, err
 	}
+	if spec.Inputs != nil && (!tensor.EqualSpecs(spec.Inputs, m.inputs) || !tensor.EqualSpecs(spec.Outputs, m.outputs)) {
+		return nil, fmt.Errorf("onnx: model %s: the scheduler announces tensors %v → %v, but %s declares %v → %v: do the scheduler and this backend read the same repository?",
+			name, spec.Inputs, spec.Outputs, path, m.inputs, m.outputs)
+	}
+	m.inLen, m.outLen = int(tensor.TotalBytes(m.inputs)), int(tensor.TotalBytes(m.outputs))
 	opts, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx: session options: %w", err)
@@ -137,36 +143,55 @@ func (e *Executor) open(name string) (*model, error) {
 			return nil, fmt.Errorf("onnx: inter-op threads: %w", err)
 		}
 	}
-	s, err := ort.NewDynamicAdvancedSession(path, []string{in.Name}, []string{out.Name}, opts)
+	names := func(specs []tensor.Spec) []string {
+		n := make([]string, len(specs))
+		for i, s := range specs {
+			n[i] = s.Name
+		}
+		return n
+	}
+	m.session, err = ort.NewDynamicAdvancedSession(path, names(m.inputs), names(m.outputs), opts)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: model %s: session: %w", name, err)
 	}
-	return &model{name: name, session: s, inDims: inDims, inLen: inLen, outLen: outLen}, nil
+	return m, nil
 }
 
-// sample checks that a tensor is float32 with a leading batch dimension and
-// fixed others, and returns one sample's shape and number of values.
-func sample(model string, t ort.InputOutputInfo) ([]int64, int, error) {
-	if t.OrtValueType != ort.ONNXTypeTensor || t.DataType != ort.TensorElementDataTypeFloat {
-		return nil, 0, fmt.Errorf("onnx: model %s: %s: this executor serves float32 tensors", model, t.String())
+// samples checks a model's inputs or outputs (what names them): tensors of
+// a fixed-size KServe datatype with a leading (dynamic) batch dimension
+// and fixed others. It returns one sample of each, and their ONNX types.
+func samples(model, what string, infos []ort.InputOutputInfo) ([]tensor.Spec, []ort.TensorElementDataType, error) {
+	if len(infos) == 0 {
+		return nil, nil, fmt.Errorf("onnx: model %s has no %ss", model, what)
 	}
-	d := t.Dimensions
-	if len(d) < 1 || d[0] > 0 {
-		return nil, 0, fmt.Errorf("onnx: model %s: %s: the first dimension must be the batch (dynamic)", model, t.String())
-	}
-	n := 1
-	for _, x := range d[1:] {
-		if x <= 0 {
-			return nil, 0, fmt.Errorf("onnx: model %s: %s: only the batch dimension may be dynamic", model, t.String())
+	specs := make([]tensor.Spec, len(infos))
+	types := make([]ort.TensorElementDataType, len(infos))
+	for i, t := range infos {
+		if t.OrtValueType != ort.ONNXTypeTensor {
+			return nil, nil, fmt.Errorf("onnx: model %s: %s %s: not a tensor", model, what, t.String())
 		}
-		n *= int(x)
+		dt, err := tensor.FromONNX(int32(t.DataType))
+		if err != nil {
+			return nil, nil, fmt.Errorf("onnx: model %s: %s %s: %w", model, what, t.String(), err)
+		}
+		d := t.Dimensions
+		if len(d) < 1 || d[0] > 0 {
+			return nil, nil, fmt.Errorf("onnx: model %s: %s %s: the first dimension must be the batch (dynamic)", model, what, t.String())
+		}
+		specs[i], types[i] = tensor.Spec{Name: t.Name, Datatype: dt, Shape: append([]int64{}, d[1:]...)}, t.DataType
 	}
-	return append([]int64(nil), d[1:]...), n, nil
+	if err := tensor.ValidateSpecs(what, specs); err != nil {
+		return nil, nil, fmt.Errorf("onnx: model %s: %w", model, err)
+	}
+	return specs, types, nil
 }
 
-// Execute runs one batch: the inputs, one sample each, concatenated along
-// the batch dimension, through one session call; the output split back.
-// gpu is ignored: the CPU runs every batch.
+// Execute runs one batch through one session call. A request's input is
+// each of the model's inputs, one sample, concatenated in the model's
+// order; each input's samples are laid side by side along the batch
+// dimension, and each output is cut back per request, a request's output
+// being its sample of each output concatenated in order. gpu is ignored:
+// the CPU runs every batch.
 func (e *Executor) Execute(_ context.Context, _ int, id uint32, inputs [][]byte) ([][]byte, error) {
 	e.mu.RLock()
 	m := e.models[id]
@@ -178,48 +203,70 @@ func (e *Executor) Execute(_ context.Context, _ int, id uint32, inputs [][]byte)
 		return nil, nil
 	}
 	start := time.Now()
-	in := make([]float32, 0, len(inputs)*m.inLen)
+	n := len(inputs)
 	for i, b := range inputs {
-		if len(b) != 4*m.inLen {
-			return nil, fmt.Errorf("onnx: model %s: input %d has %d bytes; one sample of shape %v is %d float32 values, %d bytes", m.name, i, len(b), m.inDims, m.inLen, 4*m.inLen)
-		}
-		for j := 0; j < m.inLen; j++ {
-			in = append(in, math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:])))
+		if len(b) != m.inLen {
+			return nil, fmt.Errorf("onnx: model %s: input %d has %d bytes; one sample of %v is %d", m.name, i, len(b), m.inputs, m.inLen)
 		}
 	}
-	shape := ort.NewShape(append([]int64{int64(len(inputs))}, m.inDims...)...)
-	x, err := ort.NewTensor(shape, in)
-	if err != nil {
-		return nil, fmt.Errorf("onnx: model %s: input tensor: %w", m.name, err)
+	ins := make([]ort.Value, 0, len(m.inputs))
+	defer func() {
+		for _, v := range ins {
+			_ = v.Destroy()
+		}
+	}()
+	off := 0
+	for i, s := range m.inputs {
+		size := int(s.Bytes())
+		buf := make([]byte, n*size)
+		for r, b := range inputs {
+			copy(buf[r*size:], b[off:off+size])
+		}
+		off += size
+		x, err := ort.NewCustomDataTensor(batchShape(n, s), buf, m.inTypes[i])
+		if err != nil {
+			return nil, fmt.Errorf("onnx: model %s: input %s: %w", m.name, s.Name, err)
+		}
+		ins = append(ins, x)
 	}
-	defer x.Destroy()
-	outs := []ort.Value{nil}
-	if err := m.session.Run([]ort.Value{x}, outs); err != nil {
+	outs := make([]ort.Value, 0, len(m.outputs))
+	bufs := make([][]byte, len(m.outputs))
+	defer func() {
+		for _, v := range outs {
+			_ = v.Destroy()
+		}
+	}()
+	for i, s := range m.outputs {
+		bufs[i] = make([]byte, n*int(s.Bytes()))
+		y, err := ort.NewCustomDataTensor(batchShape(n, s), bufs[i], m.outTypes[i])
+		if err != nil {
+			return nil, fmt.Errorf("onnx: model %s: output %s: %w", m.name, s.Name, err)
+		}
+		outs = append(outs, y)
+	}
+	if err := m.session.Run(ins, outs); err != nil {
 		return nil, fmt.Errorf("onnx: model %s: run: %w", m.name, err)
 	}
-	defer outs[0].Destroy()
-	y, ok := outs[0].(*ort.Tensor[float32])
-	if !ok {
-		return nil, fmt.Errorf("onnx: model %s: output is %T, not a float32 tensor", m.name, outs[0])
-	}
-	data := y.GetData()
-	if len(data) != len(inputs)*m.outLen {
-		return nil, fmt.Errorf("onnx: model %s: output has %d values for %d requests, want %d each", m.name, len(data), len(inputs), m.outLen)
-	}
-	res := make([][]byte, len(inputs))
-	for i := range res {
-		b := make([]byte, 4*m.outLen)
-		for j, v := range data[i*m.outLen : (i+1)*m.outLen] {
-			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
+	res := make([][]byte, n)
+	for r := range res {
+		b := make([]byte, 0, m.outLen)
+		for i, s := range m.outputs {
+			size := int(s.Bytes())
+			b = append(b, bufs[i][r*size:(r+1)*size]...)
 		}
-		res[i] = b
+		res[r] = b
 	}
 	m.mu.Lock()
 	m.timing.Batches++
-	m.timing.Requests += uint64(len(inputs))
+	m.timing.Requests += uint64(n)
 	m.timing.Busy += time.Since(start)
 	m.mu.Unlock()
 	return res, nil
+}
+
+// batchShape is a batch of n samples of s.
+func batchShape(n int, s tensor.Spec) ort.Shape {
+	return ort.NewShape(append([]int64{int64(n)}, s.Shape...)...)
 }
 
 // SampleBytes is the size of one request's input and of its output for a
@@ -231,7 +278,7 @@ func (e *Executor) SampleBytes(id uint32) (in, out int, ok bool) {
 	if m == nil {
 		return 0, 0, false
 	}
-	return 4 * m.inLen, 4 * m.outLen, true
+	return m.inLen, m.outLen, true
 }
 
 // Timing is each loaded model's batches so far, by name.

@@ -8,9 +8,12 @@
 // it into .cache/); a build without cgo still compiles, and New then says
 // the executor is not in the build.
 //
-// For now a model has one float32 input and one float32 output, each with
-// a leading batch dimension; a request's input is one sample's values as
-// little-endian float32 bytes, and so is its output.
+// A model has any number of inputs and outputs of the fixed-size numeric
+// KServe datatypes (package tensor), each with a leading dynamic batch
+// dimension and fixed others. A request's input is one sample of each
+// input, little-endian, concatenated in the model's order, and its output
+// one sample of each output likewise (tensor.Pack and tensor.Split): the
+// layout the scheduler announces and the frontends check.
 package onnx
 
 import (
@@ -18,9 +21,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"time"
+
+	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // LibraryEnv names the environment variable that gives the path of ONNX
@@ -101,29 +104,12 @@ func (c Config) libraryPath() (string, error) {
 }
 
 // ModelFile is the file the repository serves for model name: the
-// highest numbered version directory's model.onnx.
+// highest numbered version directory's model.onnx (serving.ModelFile,
+// the rule the scheduler reads the model's tensors by).
 func ModelFile(repo, name string) (string, error) {
-	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
-		return "", fmt.Errorf("onnx: model name %q cannot name a repository directory", name)
-	}
-	dir := filepath.Join(repo, name)
-	entries, err := os.ReadDir(dir)
+	p, err := serving.ModelFile(repo, name)
 	if err != nil {
-		return "", fmt.Errorf("onnx: model %s: %w", name, err)
-	}
-	var versions []int
-	for _, e := range entries {
-		if v, err := strconv.Atoi(e.Name()); err == nil && v > 0 && e.IsDir() {
-			versions = append(versions, v)
-		}
-	}
-	if len(versions) == 0 {
-		return "", fmt.Errorf("onnx: model %s: no version directory (%s/<n>/model.onnx)", name, dir)
-	}
-	sort.Ints(versions)
-	p := filepath.Join(dir, strconv.Itoa(versions[len(versions)-1]), "model.onnx")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("onnx: model %s: %w", name, err)
+		return "", fmt.Errorf("onnx: %w", err)
 	}
 	return p, nil
 }

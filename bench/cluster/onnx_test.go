@@ -5,7 +5,10 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +20,8 @@ import (
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/scheduler/serving/onnxmodel"
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport/inproc"
 )
 
@@ -106,5 +111,66 @@ func TestONNXClusterAnswersEachRequest(t *testing.T) {
 	}
 	if mixed == 0 {
 		t.Errorf("no batch held requests of both frontends (%d and %d batches): nothing was checked across frontends in a batch", len(batchesOf[0]), len(batchesOf[1]))
+	}
+}
+
+// A model with the tensors its file declares, end to end: the Go client's
+// InferTensors packs the named image, the ONNX executor runs it, and the
+// named scores come back; a wrong shape never leaves the client.
+func TestONNXClusterInferTensors(t *testing.T) {
+	onnxtest.NeedRuntime(t)
+	cnn := modelgen.Committed()["cnn/1/model.onnx"]
+	in, _ := cnn.Sizes()
+	sig, err := onnxmodel.ReadFile("../../testdata/models/cnn/1/model.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, outs, err := sig.Specs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(inproc.New(), "", 1, 1)
+	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, 100*time.Microsecond, 8), SLO: 1500 * time.Millisecond,
+		InputBytes: tensor.TotalBytes(ins), Inputs: ins, Outputs: outs}}
+	cfg.Executor = func() backend.Executor {
+		ex, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ex.Close() })
+		return ex
+	}
+	c := startCluster(t, cfg)
+	fe := c.Frontends[0]
+	if info, _ := fe.Model("cnn"); !tensor.EqualSpecs(info.Inputs, ins) || !tensor.EqualSpecs(info.Outputs, outs) {
+		t.Fatalf("the frontend knows %v → %v", info.Inputs, info.Outputs)
+	}
+	x := make([]float32, in)
+	for j := range x {
+		x[j] = float32(math.Cos(float64(j)))
+	}
+	res, err := fe.InferTensors(context.Background(), "cnn", []frontend.Tensor{frontend.FP32Tensor("x", []int64{1, 1, 8, 8}, x)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cnn.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Name != "y" || !slices.Equal(res[0].Shape, []int64{1, 3}) {
+		t.Fatalf("outputs %+v", res)
+	}
+	y, err := res[0].FP32()
+	if err != nil || len(y) != len(want) {
+		t.Fatalf("y = %v, %v", y, err)
+	}
+	for k := range want {
+		if math.Abs(float64(y[k]-want[k])) > 1e-5 {
+			t.Errorf("y[%d] = %v, want %v", k, y[k], want[k])
+		}
+	}
+	_, err = fe.InferTensors(context.Background(), "cnn", []frontend.Tensor{frontend.FP32Tensor("x", []int64{8, 8}, x)})
+	if !errors.Is(err, tensor.ErrShape) || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("wrong shape: %v", err)
 	}
 }

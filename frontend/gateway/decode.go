@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/symphony-serving/symphony/tensor"
 )
 
 // headerLengthHeader is the binary tensor data extension's header: the
@@ -29,11 +32,28 @@ const maxTimeoutMS = 1e12
 // inferRequest is a decoded and validated inference request: what the
 // handler needs to call Infer and shape the response.
 type inferRequest struct {
-	ID           string
-	Input        []byte        // the inputs' raw bytes, concatenated in request order
-	OutputName   string        // name of the one output tensor in the response
-	BinaryOutput bool          // answer in the binary data form
-	Timeout      time.Duration // from parameters.timeout_ms; 0 if not given
+	ID      string
+	Input   []byte        // the request's bytes: its inputs' raw bytes, laid out for the model
+	Outputs []outputReq   // the output tensors of the response, in order
+	Batched bool          // a typed model's inputs had a leading batch dimension of 1, and so will its outputs
+	Timeout time.Duration // from parameters.timeout_ms; 0 if not given
+}
+
+// outputReq is one output tensor the response carries.
+type outputReq struct {
+	Name   string
+	Binary bool // in the binary data form
+}
+
+// binary reports whether any output is in the binary form, which makes
+// the response a binary one.
+func (r *inferRequest) binary() bool {
+	for _, o := range r.Outputs {
+		if o.Binary {
+			return true
+		}
+	}
+	return false
 }
 
 // wireRequest is the JSON inference request object. Fields the gateway
@@ -44,13 +64,16 @@ type wireRequest struct {
 		BinaryDataOutput bool     `json:"binary_data_output"`
 		TimeoutMS        *float64 `json:"timeout_ms"`
 	} `json:"parameters"`
-	Inputs  []wireInput `json:"inputs"`
-	Outputs []struct {
-		Name       string `json:"name"`
-		Parameters struct {
-			BinaryData bool `json:"binary_data"`
-		} `json:"parameters"`
-	} `json:"outputs"`
+	Inputs  []wireInput  `json:"inputs"`
+	Outputs []wireOutput `json:"outputs"`
+}
+
+// wireOutput is one output a request asks for.
+type wireOutput struct {
+	Name       string `json:"name"`
+	Parameters struct {
+		BinaryData bool `json:"binary_data"`
+	} `json:"parameters"`
 }
 
 // wireInput is one input tensor of a request. Data stays raw so that it
@@ -85,9 +108,10 @@ func elemSize(dt string) (size int, ok bool) {
 }
 
 // decodeInferRequest decodes an inference request body. headerLen is the
-// Inference-Header-Content-Length header's value, "" when absent. Every
-// error it returns is the client's mistake, worded for the client.
-func decodeInferRequest(body []byte, headerLen string) (*inferRequest, error) {
+// Inference-Header-Content-Length header's value, "" when absent. inputs
+// and outputs are the model's tensors, nil for a model of opaque bytes.
+// Every error it returns is the client's mistake, worded for the client.
+func decodeInferRequest(body []byte, headerLen string, inputs, outputs []tensor.Spec) (*inferRequest, error) {
 	head, bin, hasBin := body, []byte(nil), headerLen != ""
 	if hasBin {
 		n, err := strconv.ParseInt(strings.TrimSpace(headerLen), 10, 64)
@@ -105,105 +129,162 @@ func decodeInferRequest(body []byte, headerLen string) (*inferRequest, error) {
 	if err := json.Unmarshal(head, &w); err != nil {
 		return nil, fmt.Errorf("malformed inference request JSON: %v", err)
 	}
-	req := &inferRequest{ID: w.ID, OutputName: defaultOutputName, BinaryOutput: w.Parameters.BinaryDataOutput}
+	req := &inferRequest{ID: w.ID}
 	if t := w.Parameters.TimeoutMS; t != nil {
 		if !(*t > 0) || *t > maxTimeoutMS {
 			return nil, fmt.Errorf("parameter timeout_ms %v is not a positive number of milliseconds", *t)
 		}
 		req.Timeout = time.Duration(math.Ceil(*t * float64(time.Millisecond)))
 	}
-	switch len(w.Outputs) {
-	case 0:
-	case 1:
-		if w.Outputs[0].Name != "" {
-			req.OutputName = w.Outputs[0].Name
-		}
-		req.BinaryOutput = req.BinaryOutput || w.Outputs[0].Parameters.BinaryData
-	default:
-		return nil, fmt.Errorf("%d outputs requested; a Symphony model has exactly one", len(w.Outputs))
-	}
-	input, err := concatInputs(w.Inputs, bin, hasBin, int64(len(body)))
+	tensors, allBinary, err := decodeInputs(w.Inputs, bin, hasBin, int64(len(body)))
 	if err != nil {
 		return nil, err
 	}
-	req.Input = input
+	switch {
+	case inputs != nil:
+		if req.Input, req.Batched, err = tensor.Pack(inputs, tensors); err != nil {
+			return nil, err
+		}
+	case allBinary:
+		req.Input = bin // the inputs' bytes, in request order, without a copy
+	default:
+		req.Input = []byte{}
+		for _, t := range tensors {
+			req.Input = append(req.Input, t.Data...)
+		}
+	}
+	if req.Outputs, err = outputsOf(w.Outputs, w.Parameters.BinaryDataOutput, outputs); err != nil {
+		return nil, err
+	}
 	return req, nil
 }
 
-// concatInputs validates the inputs and concatenates their raw bytes. bin
+// outputsOf is the outputs the response carries: those the request names,
+// or the model's all; binaryAll is parameters.binary_data_output. A model
+// of opaque bytes has one output, "output0" unless the request names it
+// otherwise.
+func outputsOf(asked []wireOutput, binaryAll bool, specs []tensor.Spec) ([]outputReq, error) {
+	if specs == nil {
+		switch len(asked) {
+		case 0:
+			return []outputReq{{Name: defaultOutputName, Binary: binaryAll}}, nil
+		case 1:
+			name := asked[0].Name
+			if name == "" {
+				name = defaultOutputName
+			}
+			return []outputReq{{Name: name, Binary: binaryAll || asked[0].Parameters.BinaryData}}, nil
+		}
+		return nil, fmt.Errorf("%d outputs requested; this model has exactly one", len(asked))
+	}
+	if len(asked) == 0 {
+		out := make([]outputReq, len(specs))
+		for i, s := range specs {
+			out[i] = outputReq{Name: s.Name, Binary: binaryAll}
+		}
+		return out, checkJSONOutputs(out, specs)
+	}
+	out := make([]outputReq, 0, len(asked))
+	for _, a := range asked {
+		if !slices.ContainsFunc(specs, func(s tensor.Spec) bool { return s.Name == a.Name }) {
+			return nil, fmt.Errorf("output %q: %v: the model's outputs are %s", a.Name, tensor.ErrUnknown, specNames(specs))
+		}
+		if slices.ContainsFunc(out, func(o outputReq) bool { return o.Name == a.Name }) {
+			return nil, fmt.Errorf("output %q requested twice", a.Name)
+		}
+		out = append(out, outputReq{Name: a.Name, Binary: binaryAll || a.Parameters.BinaryData})
+	}
+	return out, checkJSONOutputs(out, specs)
+}
+
+// checkJSONOutputs refuses, before the request runs, a JSON output of a
+// datatype that has no JSON form.
+func checkJSONOutputs(out []outputReq, specs []tensor.Spec) error {
+	for _, o := range out {
+		i := slices.IndexFunc(specs, func(s tensor.Spec) bool { return s.Name == o.Name })
+		if dt := specs[i].Datatype; !o.Binary && (dt == "FP16" || dt == "BF16") {
+			return fmt.Errorf("output %q is %s, which has no JSON form; ask for it as binary data (parameters.binary_data)", o.Name, dt)
+		}
+	}
+	return nil
+}
+
+// specNames lists specs' names for a message.
+func specNames(specs []tensor.Spec) string {
+	n := make([]string, len(specs))
+	for i, s := range specs {
+		n[i] = s.Name
+	}
+	return fmt.Sprintf("%q", n)
+}
+
+// decodeInputs validates the inputs and returns each one's raw bytes. bin
 // is the body after the JSON header, which binary inputs consume in order;
 // limit is the body's length, which no element count can exceed since every
-// element takes at least one byte in either encoding.
-func concatInputs(inputs []wireInput, bin []byte, hasBin bool, limit int64) ([]byte, error) {
+// element takes at least one byte in either encoding. allBinary reports
+// that every input was binary, so that bin is their bytes in order.
+func decodeInputs(inputs []wireInput, bin []byte, hasBin bool, limit int64) (tensors []tensor.Tensor, allBinary bool, err error) {
 	if len(inputs) == 0 {
-		return nil, errors.New("request has no inputs")
+		return nil, false, errors.New("request has no inputs")
 	}
-	allBinary := true
-	for i := range inputs {
-		allBinary = allBinary && inputs[i].Parameters.BinaryDataSize != nil
-	}
-	var out []byte
+	allBinary = true
+	tensors = make([]tensor.Tensor, 0, len(inputs))
 	seen := make(map[string]bool, len(inputs))
 	off := int64(0)
 	for i := range inputs {
 		in := &inputs[i]
 		if in.Name == "" {
-			return nil, fmt.Errorf("input %d has no name", i)
+			return nil, false, fmt.Errorf("input %d has no name", i)
 		}
 		if seen[in.Name] {
-			return nil, fmt.Errorf("input %q appears twice", in.Name)
+			return nil, false, fmt.Errorf("input %q appears twice", in.Name)
 		}
 		seen[in.Name] = true
 		size, ok := elemSize(in.Datatype)
 		if !ok {
-			return nil, fmt.Errorf("input %q: unknown datatype %q", in.Name, in.Datatype)
+			return nil, false, fmt.Errorf("input %q: unknown datatype %q", in.Name, in.Datatype)
 		}
 		count, err := elements(in.Shape, limit)
 		if err != nil {
-			return nil, fmt.Errorf("input %q: %v", in.Name, err)
+			return nil, false, fmt.Errorf("input %q: %v", in.Name, err)
 		}
+		t := tensor.Tensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape}
 		hasData := len(in.Data) > 0 && string(in.Data) != "null"
 		if bs := in.Parameters.BinaryDataSize; bs != nil {
 			switch n := *bs; {
 			case !hasBin:
-				return nil, fmt.Errorf("input %q has binary_data_size but the request has no %s header", in.Name, headerLengthHeader)
+				return nil, false, fmt.Errorf("input %q has binary_data_size but the request has no %s header", in.Name, headerLengthHeader)
 			case hasData:
-				return nil, fmt.Errorf("input %q has both data and binary_data_size", in.Name)
+				return nil, false, fmt.Errorf("input %q has both data and binary_data_size", in.Name)
 			case n < 0:
-				return nil, fmt.Errorf("input %q: binary_data_size %d is negative", in.Name, n)
+				return nil, false, fmt.Errorf("input %q: binary_data_size %d is negative", in.Name, n)
 			case n > int64(len(bin))-off:
-				return nil, fmt.Errorf("input %q: binary_data_size %d runs past the body (%d bytes left)", in.Name, n, int64(len(bin))-off)
+				return nil, false, fmt.Errorf("input %q: binary data truncated: binary_data_size %d runs past the body (%d bytes left)", in.Name, n, int64(len(bin))-off)
 			}
-			seg := bin[off : off+*bs]
+			t.Data = bin[off : off+*bs : off+*bs]
 			off += *bs
-			if err := checkBinary(seg, in.Datatype, size, count); err != nil {
-				return nil, fmt.Errorf("input %q: %v", in.Name, err)
+			if err := checkBinary(t.Data, in.Datatype, size, count); err != nil {
+				return nil, false, fmt.Errorf("input %q: %v", in.Name, err)
 			}
-			if !allBinary {
-				out = append(out, seg...)
-			}
+			tensors = append(tensors, t)
 			continue
 		}
+		allBinary = false
 		if !hasData {
-			return nil, fmt.Errorf("input %q has neither data nor binary_data_size", in.Name)
+			return nil, false, fmt.Errorf("input %q has neither data nor binary_data_size", in.Name)
 		}
 		if in.Datatype == "FP16" || in.Datatype == "BF16" {
-			return nil, fmt.Errorf("input %q: %s has no JSON form; send it as binary data", in.Name, in.Datatype)
+			return nil, false, fmt.Errorf("input %q: %s has no JSON form; send it as binary data", in.Name, in.Datatype)
 		}
-		if out, err = appendJSONTensor(out, in.Data, in.Datatype, count); err != nil {
-			return nil, fmt.Errorf("input %q: %v", in.Name, err)
+		if t.Data, err = appendJSONTensor([]byte{}, in.Data, in.Datatype, count); err != nil {
+			return nil, false, fmt.Errorf("input %q: %v", in.Name, err)
 		}
+		tensors = append(tensors, t)
 	}
 	if rest := int64(len(bin)) - off; rest != 0 {
-		return nil, fmt.Errorf("%d bytes after the JSON header belong to no input", rest)
+		return nil, false, fmt.Errorf("%d bytes after the JSON header belong to no input", rest)
 	}
-	if allBinary {
-		return bin, nil
-	}
-	if out == nil {
-		out = []byte{}
-	}
-	return out, nil
+	return tensors, allBinary, nil
 }
 
 // elements is the element count of a shape. A count above limit is
@@ -299,6 +380,11 @@ func appendJSONTensor(dst, data []byte, dt string, count int64) ([]byte, error) 
 	return dst, nil
 }
 
+// nonFinite are the floating-point values JSON has no number for, as the
+// gateway writes and reads them: strings, as Python's json and most KServe
+// servers spell them.
+var nonFinite = map[string]float64{"NaN": math.NaN(), "Infinity": math.Inf(1), "-Infinity": math.Inf(-1)}
+
 // appendElem appends one JSON element in dt's little-endian binary form.
 func appendElem(dst []byte, tok json.Token, dt string) ([]byte, error) {
 	le := binary.LittleEndian
@@ -318,6 +404,16 @@ func appendElem(dst []byte, tok json.Token, dt string) ([]byte, error) {
 			return nil, fmt.Errorf("%v is not a BYTES element (want a string)", tok)
 		}
 		return append(le.AppendUint32(dst, uint32(len(s))), s...), nil
+	}
+	if str, ok := tok.(string); ok && (dt == "FP32" || dt == "FP64") {
+		v, ok := nonFinite[str]
+		if !ok {
+			return nil, fmt.Errorf("%q is not a number (the strings an FP element may be are NaN, Infinity and -Infinity)", str)
+		}
+		if dt == "FP32" {
+			return le.AppendUint32(dst, math.Float32bits(float32(v))), nil
+		}
+		return le.AppendUint64(dst, math.Float64bits(v)), nil
 	}
 	num, ok := tok.(json.Number)
 	if !ok {

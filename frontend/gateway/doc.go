@@ -47,22 +47,44 @@
 //
 // # Tensors
 //
-// Symphony moves opaque bytes: a model's input is one byte slice and its
-// output is another. The gateway turns a request's input tensors into that
-// slice by concatenating, in request order, each tensor's raw little-endian,
-// row-major bytes, exactly as the binary tensor data extension lays them out
-// (BOOL as one 0/1 byte, BYTES elements as a 4-byte little-endian length and
-// the bytes). JSON data may be flat or nested; its element count must match
-// the shape. FP16 and BF16 have no JSON form and are accepted only as binary
-// data. The result is returned as one tensor, [n] UINT8, named "output0"
-// unless the request named the single output it wants. Model metadata
-// describes the same: one [-1] UINT8 input and one [-1] UINT8 output.
+// A model whose tensors the scheduler announced (a model repository's,
+// read from its model.onnx; ModelInfo.Inputs and Outputs) has named,
+// typed tensors. Its metadata lists them, each shape with a leading -1,
+// the batch dimension, as Triton lists a batching model's. A request
+// gives every input by name, in any order, with the model's datatype and
+// one sample's shape, with or without a leading batch dimension of 1 (a
+// larger batch is refused: Symphony forms batches itself); the response
+// holds the model's outputs, or those the request names, with their
+// datatypes and shapes (with the leading 1 if the inputs had it). The
+// check and the layout are package tensor's (Pack, Split), which the Go
+// client's InferTensors uses too; any mistake (a missing, unknown or
+// repeated tensor, a wrong datatype or shape, binary data that is short or
+// runs past the body) is a 400 whose message names the tensor and the
+// problem, and the request never reaches the frontend.
+//
+// A model of opaque bytes (no tensors announced) takes its input as one
+// byte slice: the gateway concatenates, in request order, each input
+// tensor's raw little-endian, row-major bytes, whatever their names, and
+// returns the result as one tensor, [n] UINT8, named "output0" unless the
+// request named the single output it wants. Its metadata says the same:
+// one [-1] UINT8 input and one [-1] UINT8 output.
+//
+// Tensor bytes are laid out as the binary tensor data extension lays them
+// out (BOOL as one 0/1 byte, BYTES elements, which only opaque models
+// take, as a 4-byte little-endian length and the bytes). JSON data may be
+// flat or nested; its element count must match the shape. FP16 and BF16
+// have no JSON form and are accepted and returned only as binary data (a
+// request that asks for such an output in JSON is a 400 before it runs).
+// JSON has no number for NaN and the infinities: FP32 and FP64 elements
+// are written, and read, as the strings "NaN", "Infinity" and "-Infinity".
 //
 // Binary data (the Inference-Header-Content-Length header with inputs that
 // carry parameters.binary_data_size) is accepted on requests, and the
 // response takes the binary form when the request sets parameters
-// binary_data_output or outputs[].parameters.binary_data. When every input
-// is binary the request bytes are passed to the client without a copy.
+// binary_data_output (every output) or outputs[].parameters.binary_data
+// (that one); the binary outputs' bytes follow the JSON header in output
+// order. When every input is binary and the model is opaque, or has a
+// single input, the request bytes are passed to the client without a copy.
 //
 // # Deadlines
 //

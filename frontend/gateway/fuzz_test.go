@@ -5,12 +5,27 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/symphony-serving/symphony/tensor"
 )
 
+// typedModels are the tensor signatures FuzzDecodeInferRequest decodes
+// for: none (opaque bytes), the committed CNN's, and one of two inputs
+// and two outputs.
+var typedModels = [][2][]tensor.Spec{
+	{nil, nil},
+	{cnnInputs, cnnOutputs},
+	{{{Name: "ids", Datatype: "INT64", Shape: []int64{4}}, {Name: "mask", Datatype: "BOOL", Shape: []int64{4}}},
+		{{Name: "logits", Datatype: "FP16", Shape: []int64{2}}, {Name: "best", Datatype: "INT32", Shape: []int64{}}}},
+}
+
 // FuzzDecodeInferRequest feeds the request decoder arbitrary bodies and
-// Inference-Header-Content-Length values: it must never panic, and what
-// it accepts must be bounded by what was sent.
+// Inference-Header-Content-Length values, for a model of opaque bytes and
+// for typed ones: it must never panic, and what it accepts must be
+// bounded by what was sent, and for a typed model be exactly its inputs'
+// bytes.
 func FuzzDecodeInferRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"a","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4]]}]}`,
@@ -19,19 +34,27 @@ func FuzzDecodeInferRequest(f *testing.F) {
 		`{"inputs":[{"name":"i","shape":[1],"datatype":"INT64","data":[-9223372036854775808]},{"name":"u","shape":[1],"datatype":"UINT64","data":[18446744073709551615]}]}`,
 		`{"inputs":[{"name":"x","shape":[9223372036854775807,2],"datatype":"UINT8","data":[]}]}`,
 	} {
-		f.Add([]byte(s), "")
+		f.Add([]byte(s), "", uint8(0))
 	}
+	cnnJSON := `{"inputs":[{"name":"x","shape":[1,1,8,8],"datatype":"FP32","data":[` + strings.Repeat("0.5,", 63) + `"NaN"]}],"outputs":[{"name":"y"}]}`
+	f.Add([]byte(cnnJSON), "", uint8(1))
+	cnnBin := `{"inputs":[{"name":"x","shape":[1,8,8],"datatype":"FP32","parameters":{"binary_data_size":256}}],"parameters":{"binary_data_output":true}}`
+	f.Add([]byte(cnnBin+strings.Repeat("\x00\x00\x80\x3f", 64)), strconv.Itoa(len(cnnBin)), uint8(1))
+	f.Add([]byte(cnnBin+strings.Repeat("\x00", 100)), strconv.Itoa(len(cnnBin)), uint8(1))
+	two := `{"inputs":[{"name":"mask","shape":[4],"datatype":"BOOL","data":[true,false,true,true]},{"name":"ids","shape":[1,4],"datatype":"INT64","parameters":{"binary_data_size":32}}],"outputs":[{"name":"logits","parameters":{"binary_data":true}},{"name":"best"}]}`
+	f.Add([]byte(two+strings.Repeat("\x01\x00\x00\x00\x00\x00\x00\x00", 4)), strconv.Itoa(len(two)), uint8(2))
 	for _, s := range []struct{ head, tail string }{
 		{`{"inputs":[{"name":"x","shape":[2],"datatype":"INT16","parameters":{"binary_data_size":4}}]}`, "\x01\x00\xff\xff"},
 		{`{"inputs":[{"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6}},{"name":"j","shape":[1],"datatype":"UINT8","data":[3]}]}`, "\x02\x00\x00\x00hi"},
 		{`{"inputs":[{"name":"h","shape":[1],"datatype":"FP16","parameters":{"binary_data_size":2}}]}`, "\x00\x3c"},
 	} {
-		f.Add([]byte(s.head+s.tail), strconv.Itoa(len(s.head)))
+		f.Add([]byte(s.head+s.tail), strconv.Itoa(len(s.head)), uint8(0))
 	}
-	f.Add([]byte(`{}`), "-1")
-	f.Add([]byte(`{}`), "99999999999")
-	f.Fuzz(func(t *testing.T, body []byte, headerLen string) {
-		req, err := decodeInferRequest(body, headerLen)
+	f.Add([]byte(`{}`), "-1", uint8(0))
+	f.Add([]byte(`{}`), "99999999999", uint8(1))
+	f.Fuzz(func(t *testing.T, body []byte, headerLen string, model uint8) {
+		sig := typedModels[int(model)%len(typedModels)]
+		req, err := decodeInferRequest(body, headerLen, sig[0], sig[1])
 		if err != nil {
 			if req != nil {
 				t.Fatal("a request and an error")
@@ -43,8 +66,16 @@ func FuzzDecodeInferRequest(f *testing.F) {
 		if req.Input == nil || len(req.Input) > 8*len(body) {
 			t.Fatalf("%d input bytes from a %d-byte body", len(req.Input), len(body))
 		}
-		if req.Timeout < 0 || req.OutputName == "" {
-			t.Fatalf("timeout %v, output name %q", req.Timeout, req.OutputName)
+		if sig[0] != nil && int64(len(req.Input)) != tensor.TotalBytes(sig[0]) {
+			t.Fatalf("%d input bytes for inputs of %d", len(req.Input), tensor.TotalBytes(sig[0]))
+		}
+		if req.Timeout < 0 || len(req.Outputs) == 0 {
+			t.Fatalf("timeout %v, outputs %v", req.Timeout, req.Outputs)
+		}
+		for _, o := range req.Outputs {
+			if o.Name == "" {
+				t.Fatalf("outputs %v", req.Outputs)
+			}
 		}
 	})
 }

@@ -2,15 +2,19 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/tensor"
 )
 
 // TimeoutHeader is the request header that bounds one request's latency, a
@@ -51,6 +55,11 @@ type ModelInfo struct {
 	SLO time.Duration
 	// Ready: the model can run requests now.
 	Ready bool
+	// Inputs and Outputs are the model's named tensors, one sample each
+	// (frontend.ModelInfo's), or nil for a model of opaque bytes. With
+	// them the metadata lists the real tensors, requests are checked
+	// against them, and responses carry the named outputs.
+	Inputs, Outputs []tensor.Spec
 }
 
 // Config holds the gateway's settings. Start from Default: the zero Config
@@ -266,6 +275,17 @@ type tensorMeta struct {
 	Shape    []int64 `json:"shape"`
 }
 
+// batchedMeta describes a model's tensors as Triton does those of a model
+// that batches: each shape with a leading -1, the batch dimension. A
+// request gives that dimension as 1, or leaves it out.
+func batchedMeta(specs []tensor.Spec) []tensorMeta {
+	out := make([]tensorMeta, len(specs))
+	for i, s := range specs {
+		out[i] = tensorMeta{Name: s.Name, Datatype: s.Datatype, Shape: append([]int64{-1}, s.Shape...)}
+	}
+	return out
+}
+
 func (g *Gateway) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
 	info, ok := g.inf.Model(name)
@@ -278,6 +298,9 @@ func (g *Gateway) modelMetadata(w http.ResponseWriter, r *http.Request) {
 		"platform": "symphony",
 		"inputs":   []tensorMeta{{Name: "input0", Datatype: "UINT8", Shape: []int64{-1}}},
 		"outputs":  []tensorMeta{{Name: defaultOutputName, Datatype: "UINT8", Shape: []int64{-1}}},
+	}
+	if info.Inputs != nil {
+		meta["inputs"], meta["outputs"] = batchedMeta(info.Inputs), batchedMeta(info.Outputs)
 	}
 	if info.SLO > 0 {
 		meta["parameters"] = map[string]any{"slo_ms": float64(info.SLO) / float64(time.Millisecond)}
@@ -335,7 +358,8 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		fail(code, reason, berr.Error())
 		return
 	}
-	req, derr := decodeInferRequest(body, r.Header.Get(headerLengthHeader))
+	info, known := g.inf.Model(model)
+	req, derr := decodeInferRequest(body, r.Header.Get(headerLengthHeader), info.Inputs, info.Outputs)
 	if derr != nil {
 		fail(http.StatusBadRequest, ReasonBadRequest, derr.Error())
 		return
@@ -370,7 +394,6 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 
 	var out []byte
 	var batch Batch
-	info, known := g.inf.Model(model)
 	deadline := g.deadline(arrived, info.SLO, timeout)
 	if ti, ok := g.inf.(TimedInferer); ok {
 		out, batch, err = ti.InferTimed(ctx, model, req.Input, deadline)
@@ -382,8 +405,35 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		g.writeInferError(ctx, w, timeout, ownDeadline, err, &status)
 		return
 	}
-	status, nOut = http.StatusOK, len(out)
-	writeInferResponse(w, model, r.PathValue("version"), req, out, batch)
+	nOut = len(out)
+	tensors, serr := outputTensors(info.Outputs, req, out)
+	if serr != nil {
+		err = serr
+		status = http.StatusInternalServerError
+		writeError(w, status, ReasonInternal, "internal error")
+		return
+	}
+	status = http.StatusOK
+	writeInferResponse(w, model, r.PathValue("version"), req, tensors, batch)
+}
+
+// outputTensors is the response's output tensors: for a model of opaque
+// bytes, out as one [n] UINT8 tensor; for a typed model, the outputs the
+// request asked for, cut from out (an error if out is not what the
+// model's outputs take: the backend's fault, not the caller's).
+func outputTensors(specs []tensor.Spec, req *inferRequest, out []byte) ([]tensor.Tensor, error) {
+	if specs == nil {
+		return []tensor.Tensor{{Name: req.Outputs[0].Name, Datatype: "UINT8", Shape: []int64{int64(len(out))}, Data: out}}, nil
+	}
+	all, err := tensor.Split(specs, out, req.Batched)
+	if err != nil {
+		return nil, fmt.Errorf("the backend's %w", err)
+	}
+	res := make([]tensor.Tensor, len(req.Outputs))
+	for i, o := range req.Outputs {
+		res[i] = all[slices.IndexFunc(all, func(t tensor.Tensor) bool { return t.Name == o.Name })]
+	}
+	return res, nil
 }
 
 // deadline is the deadline a request whose body arrived at arrived is
@@ -449,13 +499,13 @@ func headerTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// responseTensor is the one output tensor of a response. Its parameters
-// are structs rather than maps, which encoding/json writes without sorting
+// responseTensor is one output tensor of a response. Its parameters are
+// structs rather than maps, which encoding/json writes without sorting
 // keys or boxing values: the response is encoded once per request.
 type responseTensor struct {
 	Name       string          `json:"name"`
 	Datatype   string          `json:"datatype"`
-	Shape      []int           `json:"shape"`
+	Shape      []int64         `json:"shape"`
 	Parameters *tensorParams   `json:"parameters,omitempty"`
 	Data       json.RawMessage `json:"data,omitempty"`
 }
@@ -521,28 +571,27 @@ func ResponseBatch(head []byte) (b Batch, ok bool) {
 	return Batch{Size: int(p.Size), Started: time.Unix(0, p.Started), Finished: time.Unix(0, p.Finished)}, true
 }
 
-// writeInferResponse writes out as one [n] UINT8 tensor, in JSON or, if
-// the request asked for it, in the binary data form.
-func writeInferResponse(w http.ResponseWriter, model, version string, req *inferRequest, out []byte, batch Batch) {
-	t := responseTensor{Name: req.OutputName, Datatype: "UINT8", Shape: []int{len(out)}}
-	if req.BinaryOutput {
-		t.Parameters = &tensorParams{BinaryDataSize: len(out)}
-	} else {
-		data := make([]byte, 0, 2+4*len(out))
-		data = append(data, '[')
-		for i, b := range out {
-			if i > 0 {
-				data = append(data, ',')
-			}
-			data = strconv.AppendUint(data, uint64(b), 10)
+// writeInferResponse writes the output tensors, each in JSON or in the
+// binary data form as the request asked; with any binary output the
+// response is a binary one, its tensors' bytes after the JSON header in
+// output order.
+func writeInferResponse(w http.ResponseWriter, model, version string, req *inferRequest, outs []tensor.Tensor, batch Batch) {
+	resp := inferResponse{ModelName: model, ModelVersion: version, ID: req.ID, Outputs: make([]responseTensor, len(outs))}
+	binLen := 0
+	for i, t := range outs {
+		rt := responseTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+		if req.Outputs[i].Binary {
+			rt.Parameters = &tensorParams{BinaryDataSize: len(t.Data)}
+			binLen += len(t.Data)
+		} else {
+			rt.Data = appendJSONData(make([]byte, 0, 2+4*len(t.Data)), t.Datatype, t.Data)
 		}
-		t.Data = append(data, ']')
+		resp.Outputs[i] = rt
 	}
-	resp := inferResponse{ModelName: model, ModelVersion: version, ID: req.ID, Outputs: []responseTensor{t}}
 	if batch.Size > 0 && !batch.Started.IsZero() {
 		resp.Parameters = &batchParams{Size: int64(batch.Size), Started: batch.Started.UnixNano(), Finished: batch.Finished.UnixNano()}
 	}
-	if !req.BinaryOutput {
+	if !req.binary() {
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
@@ -554,10 +603,67 @@ func writeInferResponse(w http.ResponseWriter, model, version string, req *infer
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set(headerLengthHeader, strconv.Itoa(len(head)))
-	h.Set("Content-Length", strconv.Itoa(len(head)+len(out)))
+	h.Set("Content-Length", strconv.Itoa(len(head)+binLen))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(head)
-	_, _ = w.Write(out)
+	for i, t := range outs {
+		if req.Outputs[i].Binary {
+			_, _ = w.Write(t.Data)
+		}
+	}
+}
+
+// appendJSONData appends a tensor's bytes as a flat JSON array of its
+// datatype's elements: numbers, booleans, and for the floating-point
+// values JSON has no number for, the strings NaN, Infinity and -Infinity.
+// FP16 and BF16 never get here (checkJSONOutputs).
+func appendJSONData(dst []byte, dt string, data []byte) []byte {
+	le := binary.LittleEndian
+	size, _ := tensor.ElemSize(dt)
+	dst = append(dst, '[')
+	for i := 0; i+size <= len(data); i += size {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		b := data[i:]
+		switch dt {
+		case "BOOL":
+			dst = strconv.AppendBool(dst, b[0] != 0)
+		case "UINT8":
+			dst = strconv.AppendUint(dst, uint64(b[0]), 10)
+		case "UINT16":
+			dst = strconv.AppendUint(dst, uint64(le.Uint16(b)), 10)
+		case "UINT32":
+			dst = strconv.AppendUint(dst, uint64(le.Uint32(b)), 10)
+		case "UINT64":
+			dst = strconv.AppendUint(dst, le.Uint64(b), 10)
+		case "INT8":
+			dst = strconv.AppendInt(dst, int64(int8(b[0])), 10)
+		case "INT16":
+			dst = strconv.AppendInt(dst, int64(int16(le.Uint16(b))), 10)
+		case "INT32":
+			dst = strconv.AppendInt(dst, int64(int32(le.Uint32(b))), 10)
+		case "INT64":
+			dst = strconv.AppendInt(dst, int64(le.Uint64(b)), 10)
+		case "FP32":
+			dst = appendFloat(dst, float64(math.Float32frombits(le.Uint32(b))), 32)
+		case "FP64":
+			dst = appendFloat(dst, math.Float64frombits(le.Uint64(b)), 64)
+		}
+	}
+	return append(dst, ']')
+}
+
+func appendFloat(dst []byte, v float64, bits int) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(v, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(v, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	return strconv.AppendFloat(dst, v, 'g', -1, bits)
 }
 
 // writeJSON writes v as a JSON body with the given status.

@@ -78,7 +78,7 @@ func (g Inferer) InferTimed(ctx context.Context, model string, input []byte, dea
 // Model reports a model's SLO and whether it can be served now.
 func (g Inferer) Model(name string) (gateway.ModelInfo, bool) {
 	m, ok := g.C.Model(name)
-	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.C.Connected()}, ok
+	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.C.Connected(), Inputs: m.Inputs, Outputs: m.Outputs}, ok
 }
 
 // Ready reports whether the client is connected to its scheduler.

@@ -153,6 +153,11 @@ func (c Config) Validate() error {
 		case m.SLO <= 0:
 			return fmt.Errorf("service: model %q: SLO must be positive", m.Name)
 		}
+		// Peers refuse a Welcome whose tensors do not validate.
+		w := wire.Welcome{Models: []wire.ModelSpec{{SLO: m.SLO, Latency: []time.Duration{1}, Inputs: m.Inputs, Outputs: m.Outputs}}}
+		if err := w.Validate(); err != nil {
+			return fmt.Errorf("service: model %q: tensors: %w", m.Name, err)
+		}
 		seen[m.Name] = true
 	}
 	return c.Delays.Validate()
@@ -373,7 +378,7 @@ func Start(cfg Config) (*Service, error) {
 			ID: scheduler.ModelID(i), Name: m.Name, Profile: m.Profile, Policy: cfg.Policy,
 			Drop: cfg.Drop, Schedulable: cfg.Schedulable, Delays: d,
 		})
-		spec := wire.ModelSpec{ID: uint32(i), Name: m.Name, SLO: m.SLO}
+		spec := wire.ModelSpec{ID: uint32(i), Name: m.Name, SLO: m.SLO, Inputs: m.Inputs, Outputs: m.Outputs}
 		for b := 1; b <= m.Profile.MaxBatch() && b <= wire.MaxBatch; b++ {
 			spec.Latency = append(spec.Latency, m.Profile.Latency(b))
 		}

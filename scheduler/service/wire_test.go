@@ -12,6 +12,7 @@ import (
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/service/servicetest"
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/transporttest"
 	"github.com/symphony-serving/symphony/transport/wire"
@@ -520,5 +521,21 @@ func waitClosed(t *testing.T, closed <-chan struct{}) {
 	case <-closed:
 	case <-time.After(transporttest.Wait):
 		t.Fatal("Close did not return")
+	}
+}
+
+// A model's tensors reach frontends and backends in their Welcome, and a
+// model without tensors announces none.
+func TestWelcomeTensors(t *testing.T) {
+	in := []tensor.Spec{{Name: "x", Datatype: "FP32", Shape: []int64{1, 8, 8}}}
+	out := []tensor.Spec{{Name: "y", Datatype: "FP32", Shape: []int64{3}}}
+	f := startFake(t, func(c *Config) {
+		c.Models[0].Inputs, c.Models[0].Outputs, c.Models[0].InputBytes = in, out, 256
+	})
+	for _, w := range []*wire.Welcome{f.frontend(t, "f1").Welcome, f.backend(t, "b1", 1).Welcome} {
+		m, n := w.Models[0], w.Models[1]
+		if !tensor.EqualSpecs(m.Inputs, in) || !tensor.EqualSpecs(m.Outputs, out) || n.Inputs != nil || n.Outputs != nil {
+			t.Errorf("announced %v → %v and %v → %v", m.Inputs, m.Outputs, n.Inputs, n.Outputs)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
+	"github.com/symphony-serving/symphony/tensor"
 )
 
 // Model is one served model, as the scheduler knows it. It is the model
@@ -35,6 +36,14 @@ type Model struct {
 	// not given: the pull of a batch's inputs is budgeted at
 	// data_delay_per_mib for each MiB (scheduler.Delays.ForInput).
 	InputBytes int64
+	// Inputs and Outputs are the model's named tensors, one sample each
+	// (the batch dimension left out), when they are known: a repository
+	// model's, from its model.onnx. A request's bytes are then its inputs'
+	// concatenated in this order (tensor.Pack), InputBytes is their size,
+	// and the frontends check requests against them. Both are nil for a
+	// model whose requests are opaque bytes (workload files, emulated
+	// models).
+	Inputs, Outputs []tensor.Spec
 }
 
 // LeastLatency is the least time a request to m can take: its input's
@@ -175,7 +184,31 @@ func (c *Config) Validate() error {
 		case m.InputBytes < 0 || m.StaticMemory < 0 || m.DynamicMemory < 0:
 			return fmt.Errorf("serving %s: model %q: negative size", c.Source, m.Name)
 		}
+		if err := m.validateTensors(); err != nil {
+			return fmt.Errorf("serving %s: model %q: %w", c.Source, m.Name, err)
+		}
 		seen[m.Name] = true
+	}
+	return nil
+}
+
+// validateTensors checks a model's tensors: none, or valid inputs and
+// outputs whose input bytes are InputBytes.
+func (m *Model) validateTensors() error {
+	if m.Inputs == nil && m.Outputs == nil {
+		return nil
+	}
+	if len(m.Inputs) == 0 || len(m.Outputs) == 0 {
+		return fmt.Errorf("%d input and %d output tensors: give both or neither", len(m.Inputs), len(m.Outputs))
+	}
+	if err := tensor.ValidateSpecs("input", m.Inputs); err != nil {
+		return err
+	}
+	if err := tensor.ValidateSpecs("output", m.Outputs); err != nil {
+		return err
+	}
+	if total := tensor.TotalBytes(m.Inputs); m.InputBytes != total {
+		return fmt.Errorf("input size %d is not the %d bytes its input tensors take", m.InputBytes, total)
 	}
 	return nil
 }

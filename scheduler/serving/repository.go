@@ -26,11 +26,22 @@ import (
 //	input_size: 256                    # bytes of one request's input
 //	memory: {static: 10MiB, dynamic: 1MiB}
 //	profile: {alpha: 20us, beta: 200us, max_batch: 32}   # written by symphony profile
+//	inputs:  [{name: x, datatype: FP32, dims: [1, 8, 8]}]  # optional: what model.onnx declares
+//	outputs: [{name: y, datatype: FP32, dims: [3]}]
 //
 // A model is served only once it has a profile.
+//
+// A model's tensors (Model.Inputs and Outputs) are read from its
+// model.onnx: each graph input and output, whose first dimension must be
+// the dynamic batch and is dropped, the others fixed. config.yaml may list
+// them too, with dims as one sample's shape, as documentation that is
+// checked: they must then be the file's, in its order. input_size defaults
+// to the inputs' bytes and, if given, must equal them. A model without a
+// version folder (only a config.yaml) has the tensors its config lists, or
+// none: its requests are opaque bytes.
 
 // RepoConfigKeys are the keys of a model's config.yaml.
-var RepoConfigKeys = []string{"slo", "max_batch", "input_size", "memory", "profile"}
+var RepoConfigKeys = []string{"slo", "max_batch", "input_size", "memory", "profile", "inputs", "outputs"}
 
 // DefaultRepoMaxBatch is a repository model's max_batch when its config
 // gives none.
@@ -45,6 +56,9 @@ type RepoModel struct {
 	MaxBatch int
 	// Config is the config.yaml's path.
 	Config string
+	// File is the model.onnx the tensors were read from, "" for a model
+	// without one.
+	File string
 }
 
 // Profiled reports whether the model has a profile, which serving needs.
@@ -69,7 +83,7 @@ func ReadRepoModel(repo, name string) (*RepoModel, error) {
 	}
 	r := &strictyaml.Reader{Source: path, Work: maxWork}
 	d := NewDecoder(r)
-	m, err := r.Mapping(root, "", "a model config {slo, max_batch, input_size, memory, profile}", RepoConfigKeys)
+	m, err := r.Mapping(root, "", "a model config {slo, max_batch, input_size, memory, profile, inputs, outputs}", RepoConfigKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +101,9 @@ func ReadRepoModel(repo, name string) (*RepoModel, error) {
 		}
 	}
 	if err := d.sizes(m, &rm.Model); err != nil {
+		return nil, err
+	}
+	if err := readTensors(r, m, repo, rm); err != nil {
 		return nil, err
 	}
 	if v, ok := m.Lookup("profile"); ok {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/symphony-serving/symphony/tensor"
 )
 
 // Each message is a msgpack array of its fields in declaration order;
@@ -37,7 +39,7 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(len(m.Models))
 	for i := range m.Models {
 		s := &m.Models[i]
-		_ = e.EncodeArrayLen(4)
+		_ = e.EncodeArrayLen(6)
 		_ = e.EncodeUint32(s.ID)
 		_ = e.EncodeString(s.Name)
 		_ = e.EncodeInt64(int64(s.SLO))
@@ -45,6 +47,8 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 		for _, l := range s.Latency {
 			_ = e.EncodeInt64(int64(l))
 		}
+		encodeTensors(e, s.Inputs)
+		encodeTensors(e, s.Outputs)
 	}
 	_ = e.EncodeArrayLen(len(m.Frontends))
 	for i := range m.Frontends {
@@ -79,7 +83,12 @@ func (m *Welcome) decode(d *decoder) {
 		for j := 0; j < l && d.err == nil; j++ {
 			s.Latency = append(s.Latency, time.Duration(d.i64("models[].latency[]")))
 		}
-		d.rest("models[]", sn, 4)
+		if sn < 6 {
+			continue // an older scheduler: no tensors
+		}
+		s.Inputs = d.tensors("models[].inputs")
+		s.Outputs = d.tensors("models[].outputs")
+		d.rest("models[]", sn, 6)
 	}
 	k = d.list("frontends")
 	m.Frontends = make([]FrontendUp, 0, capped(k))
@@ -93,6 +102,52 @@ func (m *Welcome) decode(d *decoder) {
 	m.Features = d.u32("features")
 	d.rest("welcome", n, 5)
 }
+
+// encodeTensors writes a model's tensor specs: [[name, datatype, [dims]]].
+func encodeTensors(e *msgpack.Encoder, specs []tensor.Spec) {
+	_ = e.EncodeArrayLen(len(specs))
+	for _, t := range specs {
+		_ = e.EncodeArrayLen(3)
+		_ = e.EncodeString(t.Name)
+		_ = e.EncodeString(t.Datatype)
+		_ = e.EncodeArrayLen(len(t.Shape))
+		for _, x := range t.Shape {
+			_ = e.EncodeInt64(x)
+		}
+	}
+}
+
+// tensors reads a model's tensor specs, nil for none; Validate checks them.
+func (d *decoder) tensors(field string) []tensor.Spec {
+	k := d.list(field)
+	if k > tensor.MaxTensors {
+		d.fail(field, errTooMany(k, tensor.MaxTensors))
+		return nil
+	}
+	if k == 0 {
+		return nil
+	}
+	specs := make([]tensor.Spec, 0, k)
+	for i := 0; i < k && d.err == nil; i++ {
+		n := d.fields(field+"[]", 3)
+		t := tensor.Spec{Name: d.str(field+"[].name", tensor.MaxName), Datatype: d.str(field+"[].datatype", maxDatatype)}
+		l := d.list(field + "[].shape")
+		if l > tensor.MaxDims {
+			d.fail(field+"[].shape", errTooMany(l, tensor.MaxDims))
+			return nil
+		}
+		t.Shape = make([]int64, 0, l)
+		for j := 0; j < l && d.err == nil; j++ {
+			t.Shape = append(t.Shape, d.i64(field+"[].shape[]"))
+		}
+		d.rest(field+"[]", n, 3)
+		specs = append(specs, t)
+	}
+	return specs
+}
+
+// maxDatatype bounds a datatype's name: the longest KServe name is 6 bytes.
+const maxDatatype = 16
 
 func (m *Reject) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(1)

@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/symphony-serving/symphony/tensor"
 )
 
 // Version is the protocol version in Hello. A listener rejects a dialer of
@@ -197,6 +199,13 @@ type ModelSpec struct {
 	SLO  time.Duration
 	// Latency[b-1] is the latency of a batch of b: the profile, as a table.
 	Latency []time.Duration
+	// Inputs and Outputs are the model's named tensors, one sample each,
+	// when the scheduler knows them (a repository model's): frontends
+	// check requests against them, and a request's bytes are its inputs'
+	// in this order (package tensor). Both are nil for a model of opaque
+	// bytes. They are optional trailing fields: a scheduler that predates
+	// them sends none, and a peer that predates them skips them.
+	Inputs, Outputs []tensor.Spec
 }
 
 // Welcome accepts a dialer.
@@ -444,6 +453,15 @@ func (m *Welcome) Validate() error {
 			if l <= 0 {
 				return fmt.Errorf("models[%d].latency[%d]: %v not positive", i, j, l)
 			}
+		}
+		if (s.Inputs == nil) != (s.Outputs == nil) {
+			return fmt.Errorf("models[%d]: %d input and %d output tensors: both or neither", i, len(s.Inputs), len(s.Outputs))
+		}
+		if err := tensor.ValidateSpecs("input", s.Inputs); err != nil {
+			return fmt.Errorf("models[%d].inputs: %w", i, err)
+		}
+		if err := tensor.ValidateSpecs("output", s.Outputs); err != nil {
+			return fmt.Errorf("models[%d].outputs: %w", i, err)
 		}
 	}
 	return nil

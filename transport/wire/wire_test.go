@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -22,7 +23,10 @@ func samples() []wire.Message {
 		&wire.Hello{Version: wire.Version, Role: wire.RoleBackend, Name: "backend-1", DataAddr: "10.0.0.1:7000", GPUs: 8},
 		&wire.Welcome{Version: wire.Version, ID: 3,
 			Models: []wire.ModelSpec{{ID: 1, Name: "resnet50", SLO: 50 * time.Millisecond,
-				Latency: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}}},
+				Latency: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}},
+				{ID: 2, Name: "cnn", SLO: 20 * time.Millisecond, Latency: []time.Duration{time.Millisecond},
+					Inputs:  []tensor.Spec{{Name: "x", Datatype: "FP32", Shape: []int64{1, 8, 8}}, {Name: "k", Datatype: "INT64", Shape: []int64{}}},
+					Outputs: []tensor.Spec{{Name: "y", Datatype: "FP32", Shape: []int64{3}}}}},
 			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}, Features: wire.FeatureRDMA},
 		&wire.Reject{Reason: "protocol version 2, want 1"},
 		&wire.Submit{Tasks: []wire.Task{{ID: 1, Model: 1, Deadline: -5, Input: in}, {ID: 1<<64 - 1, Model: 2, Deadline: 1 << 62, Input: in}}},
@@ -166,6 +170,60 @@ func TestWelcomeFromOlderListener(t *testing.T) {
 	}
 	if w := m.(*wire.Welcome); w.ID != 3 || w.Features != 0 {
 		t.Fatalf("older Welcome decoded as %+v, want ID 3 and no features", w)
+	}
+}
+
+// A Welcome from a scheduler that predates tensors (ModelSpec of four
+// fields) decodes with none; a peer that predates them skips the two
+// trailing fields, as TestNewerPeerFields checks for any message.
+func TestModelSpecFromOlderScheduler(t *testing.T) {
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	_ = e.EncodeArrayLen(5)
+	_ = e.EncodeUint32(wire.Version)
+	_ = e.EncodeUint32(3)
+	_ = e.EncodeArrayLen(1)
+	_ = e.EncodeArrayLen(4)
+	_ = e.EncodeUint32(7)
+	_ = e.EncodeString("m")
+	_ = e.EncodeInt64(int64(time.Second))
+	_ = e.EncodeArrayLen(1)
+	_ = e.EncodeInt64(int64(time.Millisecond))
+	_ = e.EncodeArrayLen(0)
+	_ = e.EncodeUint32(0)
+	m, err := wire.Decode(wire.KindWelcome, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.(*wire.Welcome).Models[0]; s.ID != 7 || s.Inputs != nil || s.Outputs != nil {
+		t.Fatalf("older ModelSpec decoded as %+v", s)
+	}
+}
+
+// Tensor specs a peer sends are validated and bounded.
+func TestModelSpecTensorsRefused(t *testing.T) {
+	base := wire.ModelSpec{ID: 1, Name: "m", SLO: time.Second, Latency: []time.Duration{time.Millisecond},
+		Inputs: []tensor.Spec{{Name: "x", Datatype: "FP32", Shape: []int64{2}}}, Outputs: []tensor.Spec{{Name: "y", Datatype: "FP32", Shape: []int64{1}}}}
+	for _, tc := range []struct {
+		name string
+		mod  func(*wire.ModelSpec)
+		want string
+	}{
+		{"no outputs", func(s *wire.ModelSpec) { s.Outputs = nil }, "both or neither"},
+		{"dynamic", func(s *wire.ModelSpec) { s.Inputs[0].Shape = []int64{-1} }, "only the batch dimension may be dynamic"},
+		{"BYTES", func(s *wire.ModelSpec) { s.Outputs[0].Datatype = "BYTES" }, "BYTES"},
+		{"too many", func(s *wire.ModelSpec) {
+			s.Inputs = make([]tensor.Spec, tensor.MaxTensors+1)
+		}, "257 elements, limit 256"},
+		{"too many dims", func(s *wire.ModelSpec) { s.Inputs[0].Shape = make([]int64, tensor.MaxDims+1) }, "33 elements, limit 32"},
+	} {
+		s := base
+		s.Inputs, s.Outputs = tensor.Clone(base.Inputs), tensor.Clone(base.Outputs)
+		tc.mod(&s)
+		body := wire.Marshal(&wire.Welcome{Version: wire.Version, Models: []wire.ModelSpec{s}})
+		if _, err := wire.Decode(wire.KindWelcome, body); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
 
