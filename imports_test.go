@@ -102,6 +102,13 @@ type importRule struct {
 }
 
 var importRules = []importRule{
+	// tensor is a top-level package because every layer names its types:
+	// the serving configuration (and through it the epoch job), the wire
+	// protocol that announces a model's tensors, the backends that run
+	// them and the frontends that check them.
+	{"tensor is the vocabulary of request bytes that every layer shares, so it depends on none",
+		func(p string) bool { return under(p, "tensor") },
+		[]string{"scheduler", "backend", "frontend", "partition", "transport", "bench", "cmd"}},
 	{"transport carries bytes for every component and knows none of them",
 		func(p string) bool { return under(p, "transport") },
 		[]string{"scheduler", "backend", "frontend", "partition"}},
