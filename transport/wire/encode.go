@@ -31,7 +31,7 @@ func (m *Hello) decode(d *decoder) {
 }
 
 func (m *Welcome) encode(e *msgpack.Encoder) error {
-	_ = e.EncodeArrayLen(5)
+	_ = e.EncodeArrayLen(6)
 	_ = e.EncodeUint32(m.Version)
 	_ = e.EncodeUint32(m.ID)
 	_ = e.EncodeArrayLen(len(m.Models))
@@ -50,7 +50,9 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 	for i := range m.Frontends {
 		_ = m.Frontends[i].encode(e)
 	}
-	return e.EncodeUint32(m.Features)
+	_ = e.EncodeUint32(m.Features)
+	encodeStates(e, m.States)
+	return nil
 }
 
 func (m *Welcome) decode(d *decoder) {
@@ -91,7 +93,11 @@ func (m *Welcome) decode(d *decoder) {
 		return // an older listener: no features
 	}
 	m.Features = d.u32("features")
-	d.rest("welcome", n, 5)
+	if n < 6 {
+		return // an older listener: every model READY
+	}
+	m.States = decodeStates(d, "states")
+	d.rest("welcome", n, 6)
 }
 
 func (m *Reject) encode(e *msgpack.Encoder) error {
