@@ -320,7 +320,8 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 			// After the Welcome's models are in place, so that a
 			// later model state is not undone by the Welcome's.
 			sessMu.Lock()
-			sessMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+			//lint:ignore SA2001 an empty critical section is the barrier
+			sessMu.Unlock()
 			c.onSchedulerMessage(conn, m)
 		},
 		Closed: func(conn transport.Conn, err error) {
