@@ -166,6 +166,9 @@ type schedSession struct {
 	leaveOK     chan struct{}
 	leaveOKOnce sync.Once
 	closed      <-chan struct{}
+	// controls queues the scheduler's model loads and unloads for
+	// runControls.
+	controls chan *wire.Control
 }
 
 // job is one plan on its way through a GPU worker.
@@ -370,19 +373,34 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 		sessMu.Unlock()
 		return err
 	}
-	sess = &schedSession{conn: conn, base: w.ID, models: map[uint32]wire.ModelSpec{}, leaveOK: make(chan struct{}), closed: closed}
+	sess = &schedSession{conn: conn, base: w.ID, models: map[uint32]wire.ModelSpec{}, leaveOK: make(chan struct{}), closed: closed,
+		controls: make(chan *wire.Control, maxControls)}
 	for _, m := range w.Models {
 		sess.models[m.ID] = m
+	}
+	// Sessions only for the models that may get plans: those the
+	// scheduler has not unloaded (model control). Later loads and
+	// unloads come as Controls, run once this Load is done.
+	unloaded := map[uint32]bool{}
+	for _, st := range w.States {
+		unloaded[st.Model] = !st.State.Loaded()
+	}
+	load := make([]wire.ModelSpec, 0, len(w.Models))
+	for _, m := range w.Models {
+		if !unloaded[m.ID] {
+			load = append(load, m)
+		}
 	}
 	// Before any FrontendUp or FrontendDown on this connection (their
 	// handler waits for sessMu), so that none is undone.
 	a.pull.sync(w.Frontends)
 	sessMu.Unlock()
-	if err := a.exec.Load(w.Models); err != nil {
+	if err := a.exec.Load(load); err != nil {
 		conn.Close(fmt.Errorf("loading models: %w", err))
 		<-closed
 		return err
 	}
+	go a.runControls(sess)
 	a.mu.Lock()
 	if a.draining {
 		// Drain began while the models loaded: bring no GPU online.
@@ -431,8 +449,55 @@ func (a *Agent) onSchedulerMessage(s *schedSession, m wire.Message) {
 		a.pull.up(m.ID, m.DataAddr)
 	case *wire.FrontendDown:
 		a.pull.down(m.ID)
+	case *wire.Control:
+		select {
+		case s.controls <- m:
+		default:
+			s.conn.Close(fmt.Errorf("more than %d model loads and unloads queued", maxControls))
+		}
 	default:
 		s.conn.Close(fmt.Errorf("unexpected %v from the scheduler", m.Kind()))
+	}
+}
+
+// maxControls bounds the model loads and unloads a session queues: the
+// scheduler has at most one under way per model, and one more to undo a
+// failed load.
+const maxControls = 2 * wire.MaxModels
+
+// runControls loads and unloads models as the scheduler's Controls ask,
+// one at a time and in order, until the session ends, and answers each.
+// A load can take long (an ONNX session is built from its file), so it
+// runs here rather than on the connection's reader, which keeps taking
+// plans meanwhile.
+func (a *Agent) runControls(s *schedSession) {
+	for {
+		var c *wire.Control
+		select {
+		case <-s.closed:
+			return
+		case c = <-s.controls:
+		}
+		done := &wire.ControlDone{Seq: c.Seq}
+		spec, ok := s.models[c.Model]
+		start := time.Now()
+		var err error
+		switch {
+		case !ok:
+			err = fmt.Errorf("no model %d in this session", c.Model)
+		case c.Op == wire.OpLoad:
+			var mem MemoryUsage
+			mem, err = a.exec.LoadModel(spec)
+			done.Memory = mem.Bytes
+		default:
+			err = a.exec.UnloadModel(c.Model)
+		}
+		if err != nil {
+			done.Error = err.Error()
+		}
+		a.log.Info().Str("model", spec.Name).Stringer("op", c.Op).Uint64("memory_bytes", done.Memory).
+			Dur("took", time.Since(start)).AnErr("error", err).Msg("model control")
+		_ = s.conn.Send(done) // a closed connection shows on s.closed
 	}
 }
 

@@ -116,6 +116,11 @@ type ModelInfo struct {
 	// scheduler's tables are shared), so that Model stays allocation-free
 	// on the request path: read them, do not write them.
 	Inputs, Outputs []tensor.Spec
+
+	// State is whether the model takes requests now (READY) or not, as
+	// the scheduler last said (repository.go); Reason says why not.
+	State  ModelState
+	Reason string
 }
 
 // Timing says how a request ran, for reports.
@@ -175,6 +180,7 @@ type Client struct {
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 	stats    Stats
+	ctl      control
 }
 
 type modelEntry struct {
@@ -328,7 +334,14 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	var sessMu sync.Mutex // held from before Dial until sess is published
 	sessMu.Lock()
 	h := transport.HandlerFuncs{
-		Message: c.onSchedulerMessage,
+		Message: func(conn transport.Conn, m wire.Message) {
+			// After the Welcome's models are in place, so that a
+			// later model state is not undone by the Welcome's.
+			sessMu.Lock()
+			//lint:ignore SA2001 an empty critical section is the barrier
+			sessMu.Unlock()
+			c.onSchedulerMessage(conn, m)
+		},
 		Closed: func(conn transport.Conn, err error) {
 			sessMu.Lock()
 			s := sess
@@ -354,9 +367,10 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	c.mu.Lock()
 	c.models = make(map[string]modelEntry, len(welcome.Models))
 	for _, m := range welcome.Models {
-		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency),
+		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency), State: StateReady,
 			Latency: slices.Clone(m.Latency), Inputs: slices.Clone(m.Inputs), Outputs: slices.Clone(m.Outputs)}}
 	}
+	c.setStates(welcome.States)
 	c.session = sess
 	c.mu.Unlock()
 	sessMu.Unlock() // a Closed callback now ends this very session
@@ -398,12 +412,23 @@ func (c *Client) endSession(s *session) {
 	}
 	c.mu.Unlock()
 	s.submit.Close()
+	c.controlsLost(s)
 	if lost > 0 {
 		c.warn.Warn().Int("requests", lost).Msg("scheduler connection lost with requests waiting: each ends at its deadline unless its running batch answers")
 	}
 }
 
 func (c *Client) onSchedulerMessage(_ transport.Conn, m wire.Message) {
+	switch m := m.(type) {
+	case *wire.ModelStates:
+		c.mu.Lock()
+		c.setStates(m.States)
+		c.mu.Unlock()
+		return
+	case *wire.ControlDone:
+		c.controlDone(m)
+		return
+	}
 	ended, ok := m.(*wire.Ended)
 	if !ok {
 		c.warn.Warn().Stringer("kind", m.Kind()).Msg("unexpected message from the scheduler")
@@ -428,6 +453,8 @@ func (c *Client) endError(id uint64, code wire.EndCode, detail, backend string) 
 		return fmt.Errorf("%w %q", ErrUnknownModel, model)
 	case wire.EndBadRequest:
 		return fmt.Errorf("%w for %q: %s", ErrRefused, model, detail)
+	case wire.EndModelNotLoaded:
+		return fmt.Errorf("%w: %s", ErrModelNotLoaded, detail)
 	}
 	cause := code.String()
 	if detail != "" {

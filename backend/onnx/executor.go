@@ -6,11 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -43,6 +47,8 @@ func initRuntime(library string) error {
 type Executor struct {
 	cfg Config
 
+	// loadMu orders Load, LoadModel and UnloadModel; mu guards models.
+	loadMu sync.Mutex
 	mu     sync.RWMutex
 	models map[uint32]*model
 }
@@ -56,6 +62,14 @@ type model struct {
 	inTypes         []ort.TensorElementDataType
 	outTypes        []ort.TensorElementDataType
 	inLen, outLen   int // bytes per sample, all inputs and all outputs
+
+	// memory is what loading it took (LoadModel's measurement).
+	memory uint64
+	// use is read-held by each Execute on the session, taken while the
+	// executor's mu is still held from the model's lookup, so that
+	// UnloadModel can wait for the batches running on it before it
+	// destroys the session.
+	use sync.RWMutex
 
 	mu     sync.Mutex
 	timing Timing
@@ -84,6 +98,8 @@ func New(cfg Config) (*Executor, error) {
 // scheduler and a backend reading different repositories would otherwise
 // cut each other's bytes wrongly.
 func (e *Executor) Load(specs []wire.ModelSpec) error {
+	e.loadMu.Lock()
+	defer e.loadMu.Unlock()
 	loaded := make(map[uint32]*model, len(specs))
 	for _, s := range specs {
 		m, err := e.open(s)
@@ -100,9 +116,91 @@ func (e *Executor) Load(specs []wire.ModelSpec) error {
 	e.models = loaded
 	e.mu.Unlock()
 	for _, m := range old {
-		_ = m.session.Destroy() // no batch runs on it: Load comes between sessions
+		m.use.Lock() // a batch of an earlier session may still run
+		_ = m.session.Destroy()
+		m.use.Unlock()
 	}
 	return nil
+}
+
+// LoadModel opens one model's session from the repository, runs one
+// sample of zeros through it (so that the runtime's buffers exist before
+// the first request, which then runs at its profiled speed), and reports
+// the memory that took: the growth of the process's resident set over the
+// load, from /proc/self/statm. It is a measurement of the whole process,
+// so an approximation: memory freed or taken by other work meanwhile
+// (batches of other models, another load) counts too, and memory the
+// allocator reuses does not; 0 where the resident set did not grow or
+// cannot be read. A model loaded already stays as it is.
+func (e *Executor) LoadModel(spec wire.ModelSpec) (backend.MemoryUsage, error) {
+	e.loadMu.Lock()
+	defer e.loadMu.Unlock()
+	e.mu.RLock()
+	m := e.models[spec.ID]
+	e.mu.RUnlock()
+	if m != nil {
+		return backend.MemoryUsage{Bytes: m.memory}, nil
+	}
+	before := residentBytes()
+	m, err := e.open(spec)
+	if err != nil {
+		return backend.MemoryUsage{}, err
+	}
+	if err := m.warm(); err != nil {
+		_ = m.session.Destroy()
+		return backend.MemoryUsage{}, err
+	}
+	if after := residentBytes(); after > before {
+		m.memory = after - before
+	}
+	e.mu.Lock()
+	e.models[spec.ID] = m
+	e.mu.Unlock()
+	return backend.MemoryUsage{Bytes: m.memory}, nil
+}
+
+// UnloadModel destroys one model's session once the batches running on it
+// have finished; later batches of it fail as not loaded.
+func (e *Executor) UnloadModel(id uint32) error {
+	e.loadMu.Lock()
+	defer e.loadMu.Unlock()
+	e.mu.Lock()
+	m := e.models[id]
+	delete(e.models, id)
+	e.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	m.use.Lock()
+	defer m.use.Unlock()
+	if err := m.session.Destroy(); err != nil {
+		return fmt.Errorf("onnx: model %s: destroying its session: %w", m.name, err)
+	}
+	return nil
+}
+
+// warm runs one sample of zeros through the session.
+func (m *model) warm() error {
+	_, err := m.run([][]byte{make([]byte, m.inLen)})
+	return err
+}
+
+// residentBytes is the process's resident set, from /proc/self/statm (0
+// where there is none).
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
 }
 
 // open makes a session for the announced model and checks its signature.
@@ -195,6 +293,10 @@ func samples(model, what string, infos []ort.InputOutputInfo) ([]tensor.Spec, []
 func (e *Executor) Execute(_ context.Context, _ int, id uint32, inputs [][]byte) ([][]byte, error) {
 	e.mu.RLock()
 	m := e.models[id]
+	if m != nil {
+		m.use.RLock() // before mu is let go: UnloadModel waits for it
+		defer m.use.RUnlock()
+	}
 	e.mu.RUnlock()
 	if m == nil {
 		return nil, fmt.Errorf("onnx: model %d is not loaded", id)
@@ -203,6 +305,20 @@ func (e *Executor) Execute(_ context.Context, _ int, id uint32, inputs [][]byte)
 		return nil, nil
 	}
 	start := time.Now()
+	res, err := m.run(inputs)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.timing.Batches++
+	m.timing.Requests += uint64(len(inputs))
+	m.timing.Busy += time.Since(start)
+	m.mu.Unlock()
+	return res, nil
+}
+
+// run runs one batch of m through one session call.
+func (m *model) run(inputs [][]byte) ([][]byte, error) {
 	n := len(inputs)
 	for i, b := range inputs {
 		if len(b) != m.inLen {
@@ -256,11 +372,6 @@ func (e *Executor) Execute(_ context.Context, _ int, id uint32, inputs [][]byte)
 		}
 		res[r] = b
 	}
-	m.mu.Lock()
-	m.timing.Batches++
-	m.timing.Requests += uint64(n)
-	m.timing.Busy += time.Since(start)
-	m.mu.Unlock()
 	return res, nil
 }
 

@@ -5,6 +5,7 @@ package onnx
 import (
 	"context"
 
+	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -16,6 +17,14 @@ func New(Config) (*Executor, error) { return nil, ErrNotBuilt }
 
 // Load fails: there is no executor in this build.
 func (*Executor) Load([]wire.ModelSpec) error { return ErrNotBuilt }
+
+// LoadModel fails: there is no executor in this build.
+func (*Executor) LoadModel(wire.ModelSpec) (backend.MemoryUsage, error) {
+	return backend.MemoryUsage{}, ErrNotBuilt
+}
+
+// UnloadModel fails: there is no executor in this build.
+func (*Executor) UnloadModel(uint32) error { return ErrNotBuilt }
 
 // Execute fails: there is no executor in this build.
 func (*Executor) Execute(context.Context, int, uint32, [][]byte) ([][]byte, error) {

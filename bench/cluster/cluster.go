@@ -49,6 +49,9 @@ type Config struct {
 	// StallAfter is the scheduler's service.Config.StallAfter (0: its
 	// default).
 	StallAfter time.Duration
+	// Unloaded is the scheduler's service.Config.Unloaded: the models
+	// that start unloaded, for model-control tests.
+	Unloaded []string
 	// Backends is how many backend agents to start, GPUsPerBackend each.
 	Backends, GPUsPerBackend int
 	// Frontends is how many frontend clients to start.
@@ -161,6 +164,7 @@ func (c *Cluster) startScheduler(addr string) (*service.Service, error) {
 	sc.Addr, sc.Network, sc.Models, sc.Log = addr, c.network("scheduler"), cfg.Models, cfg.Log
 	sc.Policy, sc.Schedulable, sc.Drop, sc.Delays = cfg.Policy, cfg.Schedulable, cfg.Drop, cfg.Delays
 	sc.WakeupSlack, sc.DrainTimeout, sc.ResultTrip, sc.StallAfter = cfg.WakeupSlack, cfg.DrainTimeout, cfg.ResultTrip, cfg.StallAfter
+	sc.Unloaded = cfg.Unloaded
 	return service.Start(sc)
 }
 

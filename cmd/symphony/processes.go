@@ -54,6 +54,48 @@ func withRepository(file, repo string) (*serving.Config, error) {
 	return cfg, nil
 }
 
+// unloadedAtStart is the models that start unloaded under model-control
+// mode mode: none, or in explicit mode the repository's models that loads
+// does not name, as Triton's --model-control-mode explicit and
+// --load-model do.
+func unloadedAtStart(mode, repo string, loads []string) ([]string, error) {
+	switch mode {
+	case "none":
+		if len(loads) > 0 {
+			return nil, cli.UsageErr("--load-model needs --model-control-mode explicit")
+		}
+		return nil, nil
+	case "explicit":
+	default:
+		return nil, cli.UsageErr("--model-control-mode %q: want none or explicit", mode)
+	}
+	if repo == "" {
+		return nil, cli.UsageErr("--model-control-mode explicit needs --model-repo: its models are the ones loaded and unloaded")
+	}
+	rc, err := serving.ParseRepository(repo)
+	if err != nil {
+		return nil, err
+	}
+	load := map[string]bool{}
+	for _, name := range loads {
+		load[name] = true
+	}
+	var unloaded []string
+	for _, m := range rc.Models {
+		if load[m.Name] {
+			delete(load, m.Name)
+			continue
+		}
+		unloaded = append(unloaded, m.Name)
+	}
+	for _, name := range loads {
+		if load[name] {
+			return nil, cli.UsageErr("--load-model %q: not a profiled model of %s", name, repo)
+		}
+	}
+	return unloaded, nil
+}
+
 // loadServing parses the serving configuration in the file, or the
 // bundled default for "".
 func loadServing(path string) (*serving.Config, error) {
@@ -74,6 +116,12 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	policy := fs.String("policy", "", "override the file's policy: symphony, work-conserving or clockwork")
 	maxGPUs := fs.Int("max-gpus", 0, "most GPUs the cluster may have (default: the file's limits.max_gpus, else 1024)")
 	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (default: the file's limits.drain_timeout, else the longest SLO plus 500ms; negative: none); a second signal cuts it short, a third exits")
+	control := fs.String("model-control-mode", "none", "none: every model starts loaded (READY); explicit: --model-repo's models start unloaded (UNAVAILABLE) except those --load-model names, and are loaded and unloaded through the frontends' POST /v2/repository/models/<m>/load and /unload (docs/model-repository.md)")
+	var loads []string
+	fs.Func("load-model", "with --model-control-mode explicit: a repository model to load at start (repeatable)", func(v string) error {
+		loads = append(loads, v)
+		return nil
+	})
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	verbose := fs.Bool("v", false, "log every connection and more")
 	if err := parseFlags(fs, args); err != nil {
@@ -83,6 +131,10 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	log := cli.ProcessLogger(stderr, *verbose)
+	unloaded, err := unloadedAtStart(*control, *repo, loads)
+	if err != nil {
+		return err
+	}
 	cfg, err := loadServing(*file)
 	if *repo != "" {
 		cfg, err = withRepository(*file, *repo)
@@ -110,7 +162,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		cfg.Limits.DrainTimeout = *drain
 	}
 	sc := service.FromServing(cfg)
-	sc.Addr, sc.Network, sc.Log = *addr, cli.NewNetwork(log), log
+	sc.Addr, sc.Network, sc.Log, sc.Unloaded = *addr, cli.NewNetwork(log), log, unloaded
 	metricsLn, err := listenMetrics(*metricsAddr)
 	if err != nil {
 		return err

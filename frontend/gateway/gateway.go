@@ -216,6 +216,9 @@ func New(inf Inferer, cfg Config) (*Gateway, error) {
 		g.mux.HandleFunc(m+"/ready", only(http.MethodGet, g.modelReady))
 		g.mux.HandleFunc(m+"/infer", only(http.MethodPost, g.infer))
 	}
+	g.mux.HandleFunc("/v2/repository/index", only(http.MethodPost, g.repositoryIndex))
+	g.mux.HandleFunc("/v2/repository/models/{model}/load", only(http.MethodPost, g.repositoryLoad))
+	g.mux.HandleFunc("/v2/repository/models/{model}/unload", only(http.MethodPost, g.repositoryUnload))
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -244,8 +247,12 @@ func only(method string, h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (g *Gateway) serverMetadata(w http.ResponseWriter, _ *http.Request) {
+	ext := []string{"binary_tensor_data"}
+	if _, ok := g.inf.(Repository); ok {
+		ext = append(ext, "model_repository")
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"name": "symphony", "version": g.cfg.Version, "extensions": []string{"binary_tensor_data"},
+		"name": "symphony", "version": g.cfg.Version, "extensions": ext,
 	})
 }
 

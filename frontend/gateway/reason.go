@@ -65,6 +65,10 @@ func classify(ctx context.Context, err error, ownDeadline bool) (status int, ret
 	switch {
 	case errors.Is(err, frontend.ErrUnknownModel):
 		return http.StatusNotFound, false, ReasonUnknownModel
+	case errors.Is(err, frontend.ErrModelNotLoaded):
+		// Served but not loaded: unavailable, as Triton answers, until
+		// someone loads it; no Retry-After, since waiting alone won't do.
+		return http.StatusServiceUnavailable, false, ReasonNotLoaded
 	case errors.Is(err, frontend.ErrNotConnected):
 		return http.StatusServiceUnavailable, true, ReasonNotConnected
 	case errors.Is(err, frontend.ErrSchedulerLost):
@@ -184,6 +188,10 @@ func ResponseError(model string, status int, body []byte) error {
 	switch reason {
 	case ReasonUnknownModel:
 		return fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
+	case ReasonNotLoaded:
+		return fmt.Errorf("%w: %s", frontend.ErrModelNotLoaded, msg)
+	case ReasonControl:
+		return fmt.Errorf("%w: %s", frontend.ErrControl, msg)
 	case ReasonNotConnected:
 		return frontend.ErrNotConnected
 	case ReasonSchedulerLost:

@@ -78,7 +78,26 @@ func (g Inferer) InferTimed(ctx context.Context, model string, input []byte, dea
 // Model reports a model's SLO and whether it can be served now.
 func (g Inferer) Model(name string) (gateway.ModelInfo, bool) {
 	m, ok := g.C.Model(name)
-	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.C.Connected(), Inputs: m.Inputs, Outputs: m.Outputs}, ok
+	return gateway.ModelInfo{Name: m.Name, SLO: m.SLO, Ready: ok && g.C.Connected() && m.State == frontend.StateReady, Inputs: m.Inputs, Outputs: m.Outputs}, ok
+}
+
+// RepositoryIndex lists the scheduler's models and their states
+// (gateway.Repository).
+func (g Inferer) RepositoryIndex() []gateway.RepositoryModel {
+	ms := g.C.RepositoryIndex()
+	out := make([]gateway.RepositoryModel, len(ms))
+	for i, m := range ms {
+		out[i] = gateway.RepositoryModel{Name: m.Name, State: string(m.State), Reason: m.Reason}
+	}
+	return out
+}
+
+// LoadModel loads a model on the cluster (gateway.Repository).
+func (g Inferer) LoadModel(ctx context.Context, name string) error { return g.C.LoadModel(ctx, name) }
+
+// UnloadModel unloads a model from the cluster (gateway.Repository).
+func (g Inferer) UnloadModel(ctx context.Context, name string) error {
+	return g.C.UnloadModel(ctx, name)
 }
 
 // Ready reports whether the client is connected to its scheduler.

@@ -79,6 +79,13 @@ type Config struct {
 	// than answered late. 0 means DefaultResultTrip; it may not exceed
 	// Delays.Result.
 	ResultTrip time.Duration
+	// Unloaded names the models that start UNAVAILABLE (model control,
+	// repository.go): requests for them end as "not loaded" until a
+	// frontend loads them. The others start READY.
+	Unloaded []string
+	// LoadTimeout bounds how long a load or unload waits for the
+	// backends' answers; 0 means DefaultLoadTimeout.
+	LoadTimeout time.Duration
 	// StallAfter is how long past its expected finish a plan may stay
 	// unreported, and how long a backend may stay silent, before its GPUs
 	// leave rotation (gpuwatch.Config.StallAfter); 0 means the longest
@@ -140,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service: negative stall timeout %v", c.StallAfter)
 	case c.ResultTrip < 0:
 		return fmt.Errorf("service: negative result trip %v", c.ResultTrip)
+	case c.LoadTimeout < 0:
+		return fmt.Errorf("service: negative load timeout %v", c.LoadTimeout)
 	}
 	seen := map[string]bool{}
 	for i, m := range c.Models {
@@ -185,7 +194,13 @@ type Service struct {
 	backends     map[*backendConn]struct{}
 	gpus         []gpuState
 	// watch follows the GPUs' real timelines (under mu).
-	watch     *gpuwatch.Watcher
+	watch *gpuwatch.Watcher
+	// ctl is each model's control state, ctlOps the model of each op
+	// sent to backends by its Seq, nextCtl the last Seq (under mu;
+	// repository.go).
+	ctl       []modelCtl
+	ctlOps    map[uint64]int
+	nextCtl   uint64
 	stopWatch chan struct{}
 	watchDone chan struct{}
 	closed    bool
@@ -358,6 +373,12 @@ func Start(cfg Config) (*Service, error) {
 	if s.cfg.ResultTrip == 0 {
 		s.cfg.ResultTrip = DefaultResultTrip
 	}
+	if s.cfg.LoadTimeout == 0 {
+		s.cfg.LoadTimeout = DefaultLoadTimeout
+	}
+	if err := s.initControl(); err != nil {
+		return nil, err
+	}
 	s.cfg.ResultTrip = min(s.cfg.ResultTrip, s.cfg.Delays.Result)
 	wc := gpuwatch.Default(cfg.MaxGPUs)
 	wc.StallAfter = s.cfg.StallAfter
@@ -486,6 +507,7 @@ func (s *Service) drain() {
 				n++
 			}
 			delete(st.outstanding, id)
+			s.settle(sp.model, len(sp.reqs))
 		}
 	}
 	s.log.Warn().Int("plans", s.inFlight).Int("requests", n).Msg("plans still in flight at shutdown: their requests end as shutdown drops")
@@ -543,6 +565,7 @@ func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome
 	for b := range s.backends {
 		_ = b.conn.Send(up)
 	}
+	states := s.notReady()
 	s.mu.Unlock()
 	s.count(func(st *Stats) { st.Frontends++ })
 	s.log.Info().Str("name", h.Name).Uint32("id", uint32(f.id)).Str("data", h.DataAddr).Msg("frontend joined")
@@ -550,7 +573,7 @@ func (s *Service) acceptFrontend(c transport.Conn, h *wire.Hello) (*wire.Welcome
 		Message: func(_ transport.Conn, m wire.Message) { s.onFrontendMessage(f, m) },
 		Closed:  func(_ transport.Conn, err error) { s.frontendGone(f, err) },
 	}
-	return &wire.Welcome{Version: wire.Version, ID: uint32(f.id), Models: s.specs}, handler, nil
+	return &wire.Welcome{Version: wire.Version, ID: uint32(f.id), Models: s.specs, States: states}, handler, nil
 }
 
 // tell queues ends for frontend f, to go out in its next Ended; while
@@ -589,6 +612,12 @@ func (s *Service) frontendGone(f *frontendConn, err error) {
 }
 
 func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
+	if c, ok := m.(*wire.Control); ok {
+		s.mu.Lock()
+		s.control(f, c)
+		s.mu.Unlock()
+		return
+	}
 	sub, ok := m.(*wire.Submit)
 	if !ok {
 		f.conn.Close(fmt.Errorf("unexpected %v from a frontend", m.Kind()))
@@ -609,11 +638,45 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 					ends = append(ends, wire.End{ID: e.id, Code: wire.EndDropShutdown})
 				}
 			}
+			s.mu.Lock()
+			s.settle(scheduler.ModelID(runModel), len(run))
+			s.mu.Unlock()
 		}
 		run = run[:0]
 	}
+	// Each task's model must take requests now; those it takes count as
+	// pending until they end, so that an unload waits for them. One hold
+	// of the lock for the whole message, outside the loop below, which
+	// hands requests to the rank (whose callbacks take the lock).
+	var refused []bool // refused[i]: task i's model is not loaded
+	s.mu.Lock()
 	for i := range sub.Tasks {
 		t := &sub.Tasks[i]
+		if int(t.Model) >= len(s.ctl) {
+			continue
+		}
+		if c := &s.ctl[t.Model]; c.state == wire.ModelReady {
+			c.pending++
+		} else {
+			if refused == nil {
+				refused = make([]bool, len(sub.Tasks))
+			}
+			refused[i] = true
+			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndModelNotLoaded, Detail: s.notLoaded(int(t.Model), c.state)})
+		}
+	}
+	s.mu.Unlock()
+	// unpend books a task counted pending above that ends here after all.
+	unpend := func(model uint32) {
+		s.mu.Lock()
+		s.settle(scheduler.ModelID(model), 1)
+		s.mu.Unlock()
+	}
+	for i := range sub.Tasks {
+		t := &sub.Tasks[i]
+		if refused != nil && refused[i] {
+			continue
+		}
 		if int(t.Model) >= len(s.specs) {
 			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndUnknownModel})
 			continue
@@ -629,10 +692,12 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 				detail = "deadline before the scheduler started: is the frontend's clock behind?"
 			}
 			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndBadRequest, Detail: detail})
+			unpend(t.Model)
 			continue
 		}
 		if dl <= now {
 			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndDropDeadline, Detail: "deadline passed before the scheduler saw it"})
+			unpend(t.Model)
 			continue
 		}
 		s.checkInputSize(int(t.Model), t.Input.Length)
@@ -689,7 +754,7 @@ func (s *Service) acceptBackend(c transport.Conn, h *wire.Hello) (*wire.Welcome,
 		s.gpus[g] = gpuState{owner: b, outstanding: make(map[uint64]sentPlan)}
 	}
 	s.backends[b] = struct{}{}
-	w := &wire.Welcome{Version: wire.Version, ID: uint32(base), Models: s.specs}
+	w := &wire.Welcome{Version: wire.Version, ID: uint32(base), Models: s.specs, States: s.notReady()}
 	for _, f := range s.frontends {
 		w.Frontends = append(w.Frontends, wire.FrontendUp{ID: uint32(f.id), DataAddr: f.addr})
 	}
@@ -746,6 +811,8 @@ func (s *Service) onBackendMessage(b *backendConn, m wire.Message) {
 		s.mu.Unlock()
 	case *wire.Leaving:
 		s.leaving(b)
+	case *wire.ControlDone:
+		s.backendControlDone(b, m)
 	default:
 		b.conn.Close(fmt.Errorf("unexpected %v from a backend", m.Kind()))
 	}
@@ -777,6 +844,7 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	if ok {
 		delete(st.outstanding, m.Plan)
 		s.planEnded()
+		s.settle(sp.model, len(sp.reqs))
 		if m.Failed > 0 || m.Dropped > 0 {
 			// A retired plan's requests were counted when it was.
 			s.count(func(st *Stats) { st.Failed += uint64(m.Failed); st.DroppedLate += uint64(m.Dropped) })
@@ -871,6 +939,7 @@ func (s *Service) watchLoop() {
 			s.warn.Warn().Str("paused", now.Sub(last).Round(time.Millisecond).String()).Msg("the scheduler itself was paused: no GPU is judged stalled before the stall timeout passes again")
 		}
 		last = now
+		s.ctlTimeouts(now)
 		if s.watch.WakeAt() > now {
 			s.mu.Unlock()
 			continue
@@ -902,6 +971,7 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 		retired = append(retired, uint64(id))
 		delete(gs.outstanding, uint64(id))
 		s.planEnded()
+		s.settle(sp.model, len(sp.reqs))
 		for _, r := range sp.reqs {
 			if f := s.frontends[r.e.frontend]; f != nil {
 				s.tell(f, wire.End{ID: r.e.id, Code: wire.EndBackendStalled, Detail: detail})
@@ -939,11 +1009,13 @@ func (s *Service) backendGone(b *backendConn, err error) {
 				nlost++
 			}
 			s.planEnded()
+			s.settle(sp.model, len(sp.reqs))
 		}
 		s.gpus[g] = gpuState{}
 		s.sched.DisableGPU(g)
 	}
 	s.watch.Detach(b.id)
+	s.backendLeft(b)
 	for fid, ends := range lost {
 		if f := s.frontends[fid]; f != nil {
 			s.tell(f, ends...)
@@ -1017,6 +1089,8 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 			s.count(func(c *Stats) { c.Planned += uint64(len(reqs)); c.Plans++ })
 		}
 	}
+	// The orphans end here: no one waits for them.
+	s.settle(p.Model, orphans)
 	s.mu.Unlock()
 	if orphans > 0 {
 		s.count(func(st *Stats) { st.Orphaned += uint64(orphans) })
@@ -1049,6 +1123,7 @@ func (s *Service) requeue(model scheduler.ModelID, ks []planned) {
 		}
 		s.count(func(st *Stats) { st.Dropped += uint64(len(reqs)) })
 		s.mu.Lock()
+		s.settle(model, len(reqs))
 		for fid, es := range ends {
 			if f := s.frontends[fid]; f != nil {
 				s.tell(f, es...)
@@ -1061,7 +1136,7 @@ func (s *Service) requeue(model scheduler.ModelID, ks []planned) {
 }
 
 // Dropped implements rt.Sink: it tells the request's frontend.
-func (s *Service) Dropped(_ scheduler.ModelID, d *scheduler.Drop) {
+func (s *Service) Dropped(model scheduler.ModelID, d *scheduler.Drop) {
 	e, ok := s.table.take(d.Request.ID)
 	if !ok {
 		s.warn.Error().Uint64("key", uint64(d.Request.ID)).Msg("dropped request not in the table")
@@ -1077,6 +1152,7 @@ func (s *Service) Dropped(_ scheduler.ModelID, d *scheduler.Drop) {
 	s.count(func(st *Stats) { st.Dropped++ })
 	s.mu.Lock()
 	f := s.frontends[e.frontend]
+	s.settle(model, 1)
 	s.mu.Unlock()
 	if f != nil {
 		s.tell(f, wire.End{ID: e.id, Code: code})

@@ -56,10 +56,7 @@ func startFake(t *testing.T, tune func(*Config)) *fake {
 	f := &fake{net: transporttest.NewNetwork(), log: servicetest.NewLog()}
 	c := Default()
 	c.Network, c.Log, c.WakeupSlack = f.net, zerolog.New(f.log), lead
-	c.Models = []Model{
-		{Name: "m", Profile: profile.MustLinear(time.Millisecond, time.Millisecond, 8), SLO: time.Second},
-		{Name: "n", Profile: profile.MustLinear(time.Millisecond, time.Millisecond, 8), SLO: 2 * time.Second},
-	}
+	c.Models = startFakeModels()
 	if tune != nil {
 		tune(&c)
 	}
@@ -75,6 +72,14 @@ func startFake(t *testing.T, tune func(*Config)) *fake {
 	})
 	f.s, f.cfg = s, c
 	return f
+}
+
+// startFakeModels are startFake's models.
+func startFakeModels() []Model {
+	return []Model{
+		{Name: "m", Profile: profile.MustLinear(time.Millisecond, time.Millisecond, 8), SLO: time.Second},
+		{Name: "n", Profile: profile.MustLinear(time.Millisecond, time.Millisecond, 8), SLO: 2 * time.Second},
+	}
 }
 
 func (f *fake) frontend(t *testing.T, name string) *servicetest.Frontend {

@@ -33,7 +33,7 @@ func (m *Hello) decode(d *decoder) {
 }
 
 func (m *Welcome) encode(e *msgpack.Encoder) error {
-	_ = e.EncodeArrayLen(5)
+	_ = e.EncodeArrayLen(6)
 	_ = e.EncodeUint32(m.Version)
 	_ = e.EncodeUint32(m.ID)
 	_ = e.EncodeArrayLen(len(m.Models))
@@ -54,7 +54,9 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 	for i := range m.Frontends {
 		_ = m.Frontends[i].encode(e)
 	}
-	return e.EncodeUint32(m.Features)
+	_ = e.EncodeUint32(m.Features)
+	encodeStates(e, m.States)
+	return nil
 }
 
 func (m *Welcome) decode(d *decoder) {
@@ -100,7 +102,11 @@ func (m *Welcome) decode(d *decoder) {
 		return // an older listener: no features
 	}
 	m.Features = d.u32("features")
-	d.rest("welcome", n, 5)
+	if n < 6 {
+		return // an older listener: every model READY
+	}
+	m.States = decodeStates(d, "states")
+	d.rest("welcome", n, 6)
 }
 
 // encodeTensors writes a model's tensor specs: [[name, datatype, [dims]]].

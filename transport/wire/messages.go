@@ -23,6 +23,7 @@
 //	backend -> frontend (data connection): RDMAConnect; frontend answers
 //	  RDMAAccept or RDMARefuse, then sends RDMARegions as it registers
 //	  more memory
+//	model control (control.go): Control, ControlDone, ModelStates
 package wire
 
 import (
@@ -38,8 +39,9 @@ import (
 // Version is the protocol version in Hello. A listener rejects a dialer of
 // another version with a Reject that says both. Version 2 added each plan
 // task's FinishBy, GPUFree's Ran and Dropped, and the Heartbeat, Leaving,
-// LeaveOK and Retire messages.
-const Version = 2
+// LeaveOK and Retire messages. Version 3 added model control (Control,
+// ControlDone, ModelStates, Welcome's States) and EndModelNotLoaded.
+const Version = 3
 
 // Limits that bound what one message may hold.
 const (
@@ -76,12 +78,16 @@ const (
 	KindLeaving
 	KindLeaveOK
 	KindRetire
+	KindControl
+	KindControlDone
+	KindModelStates
 	kindEnd
 )
 
 var kindNames = [...]string{"", "Hello", "Welcome", "Reject", "Submit", "Ended", "BackendReady",
 	"Plan", "GPUFree", "FrontendUp", "FrontendDown", "Read", "ReadReply", "Results",
-	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions", "Heartbeat", "Leaving", "LeaveOK", "Retire"}
+	"RDMAConnect", "RDMAAccept", "RDMARefuse", "RDMARegions", "Heartbeat", "Leaving", "LeaveOK", "Retire",
+	"Control", "ControlDone", "ModelStates"}
 
 // Known reports whether k is a message kind of this version.
 func (k Kind) Known() bool { return k >= KindHello && k < kindEnd }
@@ -146,6 +152,12 @@ func (k Kind) new() Message {
 		return &LeaveOK{}
 	case KindRetire:
 		return &Retire{}
+	case KindControl:
+		return &Control{}
+	case KindControlDone:
+		return &ControlDone{}
+	case KindModelStates:
+		return &ModelStates{}
 	}
 	return nil
 }
@@ -221,6 +233,11 @@ type Welcome struct {
 	// listener that predates it sends none and reads as 0, and one that
 	// predates it skips it, so either side may be the older one.
 	Features uint32
+	// States are the models that are not READY (model control): a
+	// backend opens no session for an UNAVAILABLE one, and a frontend
+	// reports them. Optional and trailing like Features; none means
+	// every model is READY.
+	States []ModelStatus
 }
 
 // FeatureRDMA in a frontend's data-connection Welcome says that it
@@ -268,11 +285,12 @@ const (
 	EndExecutorFailed                      // the executor failed the batch
 	EndBadRequest                          // the descriptor was invalid
 	EndBackendStalled                      // its GPU stopped answering and left rotation
+	EndModelNotLoaded                      // its model is not loaded (unloaded, loading or unloading)
 	endCodeEnd
 )
 
 var endNames = [...]string{"", "deadline", "overload", "shutdown", "unknown model", "backend lost",
-	"input unavailable", "executor failed", "bad request", "backend stalled"}
+	"input unavailable", "executor failed", "bad request", "backend stalled", "model not loaded"}
 
 func (c EndCode) String() string {
 	if c >= 1 && c < endCodeEnd {
@@ -441,6 +459,9 @@ func (m *Hello) Validate() error {
 
 // Validate checks Welcome's fields.
 func (m *Welcome) Validate() error {
+	if err := validStates("states", m.States); err != nil {
+		return err
+	}
 	for i := range m.Models {
 		s := &m.Models[i]
 		if s.SLO <= 0 {

@@ -27,7 +27,8 @@ func samples() []wire.Message {
 				{ID: 2, Name: "cnn", SLO: 20 * time.Millisecond, Latency: []time.Duration{time.Millisecond},
 					Inputs:  []tensor.Spec{{Name: "x", Datatype: "FP32", Shape: []int64{1, 8, 8}}, {Name: "k", Datatype: "INT64", Shape: []int64{}}},
 					Outputs: []tensor.Spec{{Name: "y", Datatype: "FP32", Shape: []int64{3}}}}},
-			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}, Features: wire.FeatureRDMA},
+			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}, Features: wire.FeatureRDMA,
+			States: []wire.ModelStatus{{Model: 1, State: wire.ModelUnavailable, Reason: "not loaded yet"}}},
 		&wire.Reject{Reason: "protocol version 2, want 1"},
 		&wire.Submit{Tasks: []wire.Task{{ID: 1, Model: 1, Deadline: -5, Input: in}, {ID: 1<<64 - 1, Model: 2, Deadline: 1 << 62, Input: in}}},
 		&wire.Ended{Ends: []wire.End{{ID: 9, Code: wire.EndDropDeadline, Detail: "late"}, {ID: 10, Code: wire.EndBadRequest}}},
@@ -50,6 +51,9 @@ func samples() []wire.Message {
 		&wire.Leaving{},
 		&wire.LeaveOK{},
 		&wire.Retire{Plans: []uint64{7, 1 << 60}},
+		&wire.Control{Seq: 9, Op: wire.OpUnload, Model: 3},
+		&wire.ControlDone{Seq: 9, Memory: 12 << 20, Error: "model.onnx: no such file"},
+		&wire.ModelStates{States: []wire.ModelStatus{{Model: 0, State: wire.ModelLoading}, {Model: 3, State: wire.ModelReady, Reason: "x"}}},
 	}
 }
 
