@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -279,36 +280,17 @@ type responseTensor struct {
 	Data     json.RawMessage `json:"data"`
 }
 
-// float32s reads the tensor's values as float32: an FP32 tensor's as they
-// are, a UINT8 tensor's bytes as little-endian float32 values (the
-// gateway's untyped form, in which the model's output bytes come back).
+// float32s reads the model's output tensor: the committed CNN's "y", FP32,
+// three class scores for a request without a batch dimension.
 func (rt responseTensor) float32s() ([]float32, error) {
-	switch rt.Datatype {
-	case "FP32":
-		var v []float32
-		if err := json.Unmarshal(rt.Data, &v); err != nil {
-			return nil, fmt.Errorf("output %q: FP32 data: %v", rt.Name, err)
-		}
-		return v, nil
-	case "UINT8":
-		// A JSON array of numbers, not encoding/json's base64 []byte.
-		var nums []uint16
-		if err := json.Unmarshal(rt.Data, &nums); err != nil {
-			return nil, fmt.Errorf("output %q: UINT8 data: %v", rt.Name, err)
-		}
-		v := make([]byte, len(nums))
-		for i, n := range nums {
-			if n > math.MaxUint8 {
-				return nil, fmt.Errorf("output %q: UINT8 element %d", rt.Name, n)
-			}
-			v[i] = uint8(n)
-		}
-		if len(v)%4 != 0 {
-			return nil, fmt.Errorf("output %q: %d bytes are not float32 values", rt.Name, len(v))
-		}
-		return bytesFloat32(v), nil
+	if rt.Name != "y" || rt.Datatype != "FP32" || !slices.Equal(rt.Shape, []int{3}) {
+		return nil, fmt.Errorf("output %q %s %v, want y FP32 [3]", rt.Name, rt.Datatype, rt.Shape)
 	}
-	return nil, fmt.Errorf("output %q: datatype %q, want FP32 or UINT8", rt.Name, rt.Datatype)
+	var v []float32
+	if err := json.Unmarshal(rt.Data, &v); err != nil {
+		return nil, fmt.Errorf("output %q: FP32 data: %v", rt.Name, err)
+	}
+	return v, nil
 }
 
 func float32Bytes(x []float32) []byte {
