@@ -49,14 +49,7 @@ func TestONNXClusterAnswersEachRequest(t *testing.T) {
 	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, 100*time.Microsecond, 2*perFrontend), SLO: 1500 * time.Millisecond, InputBytes: int64(4 * in)}}
 	cfg.Policy = scheduler.PolicySymphony
 	cfg.Frontends = 2
-	cfg.Executor = func() backend.Executor {
-		ex, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ex.Close() })
-		return ex
-	}
+	cfg.Executor = committedModels(t)
 	c := startCluster(t, cfg)
 	type sent struct {
 		call *frontend.Call
@@ -132,14 +125,7 @@ func TestONNXClusterInferTensors(t *testing.T) {
 	cfg := testConfig(inproc.New(), "", 1, 1)
 	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, 100*time.Microsecond, 8), SLO: 1500 * time.Millisecond,
 		InputBytes: tensor.TotalBytes(ins), Inputs: ins, Outputs: outs}}
-	cfg.Executor = func() backend.Executor {
-		ex, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ex.Close() })
-		return ex
-	}
+	cfg.Executor = committedModels(t)
 	c := startCluster(t, cfg)
 	fe := c.Frontends[0]
 	if info, _ := fe.Model("cnn"); !tensor.EqualSpecs(info.Inputs, ins) || !tensor.EqualSpecs(info.Outputs, outs) {
@@ -172,5 +158,18 @@ func TestONNXClusterInferTensors(t *testing.T) {
 	_, err = fe.InferTensors(context.Background(), "cnn", []frontend.Tensor{frontend.FP32Tensor("x", []int64{8, 8}, x)})
 	if !errors.Is(err, tensor.ErrShape) || !strings.Contains(err.Error(), `"x"`) {
 		t.Errorf("wrong shape: %v", err)
+	}
+}
+
+// committedModels is an Executor factory for a cluster whose backends run
+// the committed test models with ONNX Runtime, one thread a batch.
+func committedModels(t *testing.T) func() backend.Executor {
+	return func() backend.Executor {
+		ex, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ex.Close() })
+		return ex
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/symphony-serving/symphony/backend"
-	"github.com/symphony-serving/symphony/backend/onnx"
 	"github.com/symphony-serving/symphony/backend/onnx/onnxtest"
 	"github.com/symphony-serving/symphony/bench/modelgen"
 	"github.com/symphony-serving/symphony/frontend"
@@ -27,14 +25,7 @@ func TestONNXLoadServesWithinBound(t *testing.T) {
 	cfg := testConfig(inproc.New(), "", 1, 1)
 	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, 100*time.Microsecond, 8), SLO: time.Second, InputBytes: int64(4 * in)}}
 	cfg.Unloaded = []string{"cnn"}
-	cfg.Executor = func() backend.Executor {
-		ex, err := onnx.New(onnx.Config{Repository: "../../testdata/models", IntraOpThreads: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ex.Close() })
-		return ex
-	}
+	cfg.Executor = committedModels(t)
 	c := startCluster(t, cfg)
 	f := c.Frontends[0]
 	ctx := context.Background()

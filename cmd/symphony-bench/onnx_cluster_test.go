@@ -64,19 +64,8 @@ func TestThreeProcessONNXAnswers(t *testing.T) {
 	bin := buildSymphony(t)
 	repo := cnnRepository(t, fmt.Sprintf("slo: 1500ms\nmax_batch: %d\nprofile: {alpha: 100us, beta: 100us, max_batch: %d}\n", total, total))
 
-	var procs []*proc
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range procs {
-				t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
-			}
-		}
-	})
-	start := func(name string, args ...string) *proc {
-		p := startProc(t, name, bin, args...)
-		procs = append(procs, p)
-		return p
-	}
+	ps := newProcSet(t, bin)
+	start := ps.start
 	sched := start("scheduler", "scheduler", "--model-repo", repo, "--policy", "symphony", "--addr", "127.0.0.1:0")
 	addr := sched.waitLine(t, regexp.MustCompile(`^scheduler listening on (\S+) \(1 models`), 15*time.Second)[1]
 	back := start("backend", "backend", "--executor", "onnx", "--model-repo", repo, "--onnxruntime-lib", lib,
@@ -169,6 +158,7 @@ func TestThreeProcessONNXAnswers(t *testing.T) {
 	t.Logf("%d requests answered in %d batches, %d with both clients' requests", total, len(clientsOf), mixed)
 
 	// Each process stops cleanly on SIGTERM, newest first.
+	procs := ps.procs
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].signal(t, syscall.SIGTERM)
 	}

@@ -77,6 +77,33 @@ type proc struct {
 	err    error         // cmd.Wait's, valid after done
 }
 
+// procSet is the processes a test starts from one binary: if the test
+// fails, each logs its stderr.
+type procSet struct {
+	t     *testing.T
+	bin   string
+	procs []*proc // in the order started
+}
+
+func newProcSet(t *testing.T, bin string) *procSet {
+	s := &procSet{t: t, bin: bin}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range s.procs {
+				t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
+			}
+		}
+	})
+	return s
+}
+
+// start starts the binary with args as the process called name.
+func (s *procSet) start(name string, args ...string) *proc {
+	p := startProc(s.t, name, s.bin, args...)
+	s.procs = append(s.procs, p)
+	return p
+}
+
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), lines: make(chan string, 64), done: make(chan struct{})}

@@ -48,19 +48,8 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 	if err := os.WriteFile(wl, []byte(walkthroughWorkload), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var procs []*proc
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range procs {
-				t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
-			}
-		}
-	})
-	start := func(name string, args ...string) *proc {
-		p := startProc(t, name, bin, args...)
-		procs = append(procs, p)
-		return p
-	}
+	ps := newProcSet(t, bin)
+	start := ps.start
 
 	sched := start("scheduler", "scheduler", "-f", wl, "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 	addr := sched.waitLine(t, regexp.MustCompile(`^scheduler listening on (\S+) \(2 models`), 15*time.Second)[1]
@@ -161,6 +150,7 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 	positive(t, b1Metrics, scrape(t, hc, b1Metrics), "symphony_backend_plans_total")
 
 	// SIGTERM everything, newest first; each must exit by itself, cleanly.
+	procs := ps.procs
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].signal(t, syscall.SIGTERM)
 	}
