@@ -53,7 +53,7 @@ func Pack(specs []Spec, inputs []Tensor) (data []byte, batched bool, err error) 
 		i := slices.IndexFunc(specs, func(s Spec) bool { return s.Name == in.Name })
 		switch {
 		case i < 0:
-			return nil, false, fmt.Errorf("%w %q: the model's inputs are %s", ErrUnknown, in.Name, names(specs))
+			return nil, false, fmt.Errorf("%w %q: the model's inputs are %q", ErrUnknown, in.Name, Names(specs))
 		case order[i] >= 0:
 			return nil, false, fmt.Errorf("%w: input %q appears twice", ErrUnknown, in.Name)
 		}
@@ -119,7 +119,7 @@ func check(s Spec, t *Tensor) (batched bool, err error) {
 // batched). The tensors' Data are subslices of data, not copies.
 func Split(specs []Spec, data []byte, batched bool) ([]Tensor, error) {
 	if want := TotalBytes(specs); int64(len(data)) != want {
-		return nil, fmt.Errorf("result: %w: %d bytes; the model's outputs %s take %d", ErrSize, len(data), names(specs), want)
+		return nil, fmt.Errorf("result: %w: %d bytes; the model's outputs %q take %d", ErrSize, len(data), Names(specs), want)
 	}
 	out := make([]Tensor, len(specs))
 	off := int64(0)
@@ -133,13 +133,4 @@ func Split(specs []Spec, data []byte, batched bool) ([]Tensor, error) {
 		off += n
 	}
 	return out, nil
-}
-
-// names lists specs' names for a message: ["x" "y"].
-func names(specs []Spec) string {
-	n := make([]string, len(specs))
-	for i, s := range specs {
-		n[i] = s.Name
-	}
-	return fmt.Sprintf("%q", n)
 }

@@ -163,6 +163,16 @@ func TotalBytes(specs []Spec) int64 {
 	return n
 }
 
+// Names lists specs' names, in order: the session's input or output names
+// for a runtime, and ["x" "y"] in a message (%q).
+func Names(specs []Spec) []string {
+	n := make([]string, len(specs))
+	for i, s := range specs {
+		n[i] = s.Name
+	}
+	return n
+}
+
 // Clone returns a deep copy of specs (nil for none), so that a holder's
 // copy cannot change under another's.
 func Clone(specs []Spec) []Spec {

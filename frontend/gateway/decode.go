@@ -89,22 +89,14 @@ type wireInput struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// elemSize is the binary size of one element of a datatype: 0 for BYTES,
-// whose elements vary, and ok false for names the protocol does not define.
+// elemSize is the binary size of one element of a datatype: tensor's for
+// the fixed-size ones, 0 for BYTES, whose elements vary, and ok false for
+// names the protocol does not define.
 func elemSize(dt string) (size int, ok bool) {
-	switch dt {
-	case "BOOL", "UINT8", "INT8":
-		return 1, true
-	case "UINT16", "INT16", "FP16", "BF16":
-		return 2, true
-	case "UINT32", "INT32", "FP32":
-		return 4, true
-	case "UINT64", "INT64", "FP64":
-		return 8, true
-	case "BYTES":
+	if dt == "BYTES" {
 		return 0, true
 	}
-	return 0, false
+	return tensor.ElemSize(dt)
 }
 
 // decodeInferRequest decodes an inference request body. headerLen is the
@@ -187,7 +179,7 @@ func outputsOf(asked []wireOutput, binaryAll bool, specs []tensor.Spec) ([]outpu
 	out := make([]outputReq, 0, len(asked))
 	for _, a := range asked {
 		if !slices.ContainsFunc(specs, func(s tensor.Spec) bool { return s.Name == a.Name }) {
-			return nil, fmt.Errorf("output %q: %v: the model's outputs are %s", a.Name, tensor.ErrUnknown, specNames(specs))
+			return nil, fmt.Errorf("output %q: %v: the model's outputs are %q", a.Name, tensor.ErrUnknown, tensor.Names(specs))
 		}
 		if slices.ContainsFunc(out, func(o outputReq) bool { return o.Name == a.Name }) {
 			return nil, fmt.Errorf("output %q requested twice", a.Name)
@@ -207,15 +199,6 @@ func checkJSONOutputs(out []outputReq, specs []tensor.Spec) error {
 		}
 	}
 	return nil
-}
-
-// specNames lists specs' names for a message.
-func specNames(specs []tensor.Spec) string {
-	n := make([]string, len(specs))
-	for i, s := range specs {
-		n[i] = s.Name
-	}
-	return fmt.Sprintf("%q", n)
 }
 
 // decodeInputs validates the inputs and returns each one's raw bytes. bin
