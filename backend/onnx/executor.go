@@ -15,6 +15,7 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/scheduler/serving/onnxmodel"
 	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
@@ -215,11 +216,11 @@ func (e *Executor) open(spec wire.ModelSpec) (*model, error) {
 		return nil, fmt.Errorf("onnx: model %s (%s): not a model ONNX Runtime can read: %w", name, path, err)
 	}
 	m := &model{name: name}
-	if m.inputs, m.inTypes, err = samples(name, "input", ins); err != nil {
-		return nil, err
-	}
-	if m.outputs, m.outTypes, err = samples(name, "output", outs); err != nil {
-		return nil, err
+	sig := onnxmodel.Signature{}
+	sig.Inputs, m.inTypes = values(ins)
+	sig.Outputs, m.outTypes = values(outs)
+	if m.inputs, m.outputs, err = sig.Specs(); err != nil {
+		return nil, fmt.Errorf("onnx: model %s (%s): this executor cannot serve it: %w", name, path, err)
 	}
 	if spec.Inputs != nil && (!tensor.EqualSpecs(spec.Inputs, m.inputs) || !tensor.EqualSpecs(spec.Outputs, m.outputs)) {
 		return nil, fmt.Errorf("onnx: model %s: the scheduler announces tensors %v → %v, but %s declares %v → %v: do the scheduler and this backend read the same repository?",
@@ -241,47 +242,25 @@ func (e *Executor) open(spec wire.ModelSpec) (*model, error) {
 			return nil, fmt.Errorf("onnx: inter-op threads: %w", err)
 		}
 	}
-	names := func(specs []tensor.Spec) []string {
-		n := make([]string, len(specs))
-		for i, s := range specs {
-			n[i] = s.Name
-		}
-		return n
-	}
-	m.session, err = ort.NewDynamicAdvancedSession(path, names(m.inputs), names(m.outputs), opts)
+	m.session, err = ort.NewDynamicAdvancedSession(path, tensor.Names(m.inputs), tensor.Names(m.outputs), opts)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: model %s: session: %w", name, err)
 	}
 	return m, nil
 }
 
-// samples checks a model's inputs or outputs (what names them): tensors of
-// a fixed-size KServe datatype with a leading (dynamic) batch dimension
-// and fixed others. It returns one sample of each, and their ONNX types.
-func samples(model, what string, infos []ort.InputOutputInfo) ([]tensor.Spec, []ort.TensorElementDataType, error) {
-	if len(infos) == 0 {
-		return nil, nil, fmt.Errorf("onnx: model %s has no %ss", model, what)
-	}
-	specs := make([]tensor.Spec, len(infos))
+// values is ONNX Runtime's view of a model's inputs or outputs as
+// onnxmodel's Values, so that the executor judges a model's signature by
+// the rule the scheduler reads its tensors with (onnxmodel's Specs), and
+// their element types, in the same order.
+func values(infos []ort.InputOutputInfo) ([]onnxmodel.Value, []ort.TensorElementDataType) {
+	vals := make([]onnxmodel.Value, len(infos))
 	types := make([]ort.TensorElementDataType, len(infos))
 	for i, t := range infos {
-		if t.OrtValueType != ort.ONNXTypeTensor {
-			return nil, nil, fmt.Errorf("onnx: model %s: %s %s: not a tensor", model, what, t.String())
-		}
-		dt, err := tensor.FromONNX(int32(t.DataType))
-		if err != nil {
-			return nil, nil, fmt.Errorf("onnx: model %s: %s %s: %w", model, what, t.String(), err)
-		}
-		d := t.Dimensions
-		if len(d) < 1 || d[0] > 0 {
-			return nil, nil, fmt.Errorf("onnx: model %s: %s %s: the first dimension must be the batch (dynamic)", model, what, t.String())
-		}
-		specs[i], types[i] = tensor.Spec{Name: t.Name, Datatype: dt, Shape: append([]int64{}, d[1:]...)}, t.DataType
+		vals[i] = onnxmodel.Value{Name: t.Name, Tensor: t.OrtValueType == ort.ONNXTypeTensor, ElemType: int32(t.DataType), Shape: t.Dimensions}
+		types[i] = t.DataType
 	}
-	if err := tensor.ValidateSpecs(what, specs); err != nil {
-		return nil, nil, fmt.Errorf("onnx: model %s: %w", model, err)
-	}
-	return specs, types, nil
+	return vals, types
 }
 
 // Execute runs one batch through one session call. A request's input is
