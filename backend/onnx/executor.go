@@ -343,6 +343,14 @@ func (m *model) run(inputs [][]byte) ([][]byte, error) {
 		return nil, fmt.Errorf("onnx: model %s: run: %w", m.name, err)
 	}
 	res := make([][]byte, n)
+	if len(m.outputs) == 1 {
+		// A request's output is its sample of the one output: a slice of
+		// the batch's buffer, which the session is done with, not a copy.
+		for r := range res {
+			res[r] = bufs[0][r*m.outLen : (r+1)*m.outLen : (r+1)*m.outLen]
+		}
+		return res, nil
+	}
 	for r := range res {
 		b := make([]byte, 0, m.outLen)
 		for i, s := range m.outputs {

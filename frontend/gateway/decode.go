@@ -139,8 +139,14 @@ func decodeInferRequest(body []byte, headerLen string, inputs, outputs []tensor.
 		}
 	case allBinary:
 		req.Input = bin // the inputs' bytes, in request order, without a copy
+	case len(tensors) == 1:
+		req.Input = tensors[0].Data // decoded from JSON into its own buffer
 	default:
-		req.Input = []byte{}
+		n := 0
+		for _, t := range tensors {
+			n += len(t.Data)
+		}
+		req.Input = make([]byte, 0, n)
 		for _, t := range tensors {
 			req.Input = append(req.Input, t.Data...)
 		}
