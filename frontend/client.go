@@ -368,7 +368,7 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	c.models = make(map[string]modelEntry, len(welcome.Models))
 	for _, m := range welcome.Models {
 		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency), State: StateReady,
-			Latency: slices.Clone(m.Latency), Inputs: slices.Clone(m.Inputs), Outputs: slices.Clone(m.Outputs)}}
+			Latency: slices.Clone(m.Latency), Inputs: tensor.Clone(m.Inputs), Outputs: tensor.Clone(m.Outputs)}}
 	}
 	c.setStates(welcome.States)
 	c.session = sess
