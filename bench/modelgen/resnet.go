@@ -49,11 +49,12 @@ type ResBlock struct {
 const BenchmarkResNet = "resnet"
 
 // Benchmark returns the benchmark ResNet: 32×32 images, width 48, 10
-// classes (about 690 thousand weights, a 2.7 MB file, and 113 million
-// multiply-adds a sample), seed 1. The width sets the cost: about 0.9ms a
+// classes (about 690 thousand weights, a 2.7 MB file, and 110 million
+// multiply-adds a sample), seed 1. The width sets the cost: 0.88ms a
 // sample on one core of the 2-core development VM with one ONNX Runtime
-// thread (symphony-bench profile), so that a core sustains about a
-// thousand requests a second and the load generator, the frontend and the
+// thread (symphony-bench profile's α in the issue 16 run of
+// docs/benchmarks.md), so that a core sustains about a thousand requests
+// a second and the load generator, the frontend and the
 // scheduler keep up with that on the other core.
 func Benchmark() *ResNet { return NewResNet(32, 48, 10, 1) }
 
