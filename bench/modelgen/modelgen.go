@@ -39,18 +39,24 @@ type MLP struct {
 // NewMLP returns an MLP of the given sizes with weights drawn from seed:
 // the same seed, the same model.
 func NewMLP(in, hidden, out int, seed uint64) *MLP {
-	rng := rand.New(rand.NewPCG(seed, 0x6d6c70))
-	draw := func(n int, scale float64) []float32 {
+	draw := uniform(rand.New(rand.NewPCG(seed, 0x6d6c70)))
+	return &MLP{
+		In: in, Hidden: hidden, Out: out,
+		W1: draw(in*hidden, 1/math.Sqrt(float64(in))), B1: draw(hidden, 0.1),
+		W2: draw(hidden*out, 1/math.Sqrt(float64(hidden))), B2: draw(out, 0.1),
+	}
+}
+
+// uniform returns a function drawing n weights from rng, uniform in
+// [-scale, scale): the generators' one way of drawing, so that the same
+// seed gives the same model.
+func uniform(rng *rand.Rand) func(n int, scale float64) []float32 {
+	return func(n int, scale float64) []float32 {
 		v := make([]float32, n)
 		for i := range v {
 			v[i] = float32((rng.Float64()*2 - 1) * scale)
 		}
 		return v
-	}
-	return &MLP{
-		In: in, Hidden: hidden, Out: out,
-		W1: draw(in*hidden, 1/math.Sqrt(float64(in))), B1: draw(hidden, 0.1),
-		W2: draw(hidden*out, 1/math.Sqrt(float64(hidden))), B2: draw(out, 0.1),
 	}
 }
 
@@ -69,15 +75,22 @@ func (m *MLP) Forward(x []float32) ([]float32, error) {
 		}
 		h[j] = math.Max(s, 0)
 	}
-	y := make([]float32, m.Out)
+	return dense(h, m.W2, m.B2), nil
+}
+
+// dense is the layer y = x·W + b of the references, in float64 and
+// rounded once: W is len(x)×len(b), row-major (ONNX Gemm's and MatMul's
+// layout).
+func dense(x []float64, w, b []float32) []float32 {
+	y := make([]float32, len(b))
 	for k := range y {
-		s := float64(m.B2[k])
-		for j := 0; j < m.Hidden; j++ {
-			s += h[j] * float64(m.W2[j*m.Out+k])
+		s := float64(b[k])
+		for j, v := range x {
+			s += v * float64(w[j*len(b)+k])
 		}
 		y[k] = float32(s)
 	}
-	return y, nil
+	return y
 }
 
 // ONNX encodes the model as an ONNX ModelProto.
@@ -257,14 +270,7 @@ type CNN struct {
 
 // NewCNN returns a CNN with weights drawn from seed.
 func NewCNN(channels, side, classes int, seed uint64) *CNN {
-	rng := rand.New(rand.NewPCG(seed, 0x636e6e))
-	draw := func(n int, scale float64) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32((rng.Float64()*2 - 1) * scale)
-		}
-		return v
-	}
+	draw := uniform(rand.New(rand.NewPCG(seed, 0x636e6e)))
 	return &CNN{Channels: channels, Side: side, Classes: classes,
 		K: draw(channels*9, 1.0/3), KB: draw(channels, 0.1),
 		W: draw(channels*classes, 1/math.Sqrt(float64(channels))), B: draw(classes, 0.1)}
@@ -275,37 +281,11 @@ func (m *CNN) Sizes() (int, int) { return m.Side * m.Side, m.Classes }
 
 // Forward evaluates the network on one image, in float64.
 func (m *CNN) Forward(x []float32) ([]float32, error) {
-	s := m.Side
-	if len(x) != s*s {
-		return nil, fmt.Errorf("modelgen: input has %d values, the model takes %d", len(x), s*s)
+	if in, _ := m.Sizes(); len(x) != in {
+		return nil, fmt.Errorf("modelgen: input has %d values, the model takes %d", len(x), in)
 	}
-	pooled := make([]float64, m.Channels)
-	for c := 0; c < m.Channels; c++ {
-		var sum float64
-		for i := 0; i < s; i++ {
-			for j := 0; j < s; j++ {
-				v := float64(m.KB[c])
-				for di := -1; di <= 1; di++ {
-					for dj := -1; dj <= 1; dj++ {
-						if ii, jj := i+di, j+dj; ii >= 0 && ii < s && jj >= 0 && jj < s {
-							v += float64(x[ii*s+jj]) * float64(m.K[c*9+(di+1)*3+(dj+1)])
-						}
-					}
-				}
-				sum += math.Max(v, 0)
-			}
-		}
-		pooled[c] = sum / float64(s*s)
-	}
-	y := make([]float32, m.Classes)
-	for k := range y {
-		v := float64(m.B[k])
-		for c := 0; c < m.Channels; c++ {
-			v += pooled[c] * float64(m.W[c*m.Classes+k])
-		}
-		y[k] = float32(v)
-	}
-	return y, nil
+	conv := Conv{In: 1, Out: m.Channels, K: 3, Stride: 1, Pad: 1, W: m.K, B: m.KB}
+	return dense(relu(conv.apply(image(1, m.Side, x))).meanPool(), m.W, m.B), nil
 }
 
 // ONNX encodes the network as an ONNX ModelProto.

@@ -49,11 +49,12 @@ type ResBlock struct {
 const BenchmarkResNet = "resnet"
 
 // Benchmark returns the benchmark ResNet: 32×32 images, width 48, 10
-// classes (about 690 thousand weights, a 2.7 MB file, and 113 million
-// multiply-adds a sample), seed 1. The width sets the cost: about 0.9ms a
+// classes (about 690 thousand weights, a 2.7 MB file, and 110 million
+// multiply-adds a sample), seed 1. The width sets the cost: 0.88ms a
 // sample on one core of the 2-core development VM with one ONNX Runtime
-// thread (symphony-bench profile), so that a core sustains about a
-// thousand requests a second and the load generator, the frontend and the
+// thread (symphony-bench profile's α in the issue 16 run of
+// docs/benchmarks.md), so that a core sustains about a thousand requests
+// a second and the load generator, the frontend and the
 // scheduler keep up with that on the other core.
 func Benchmark() *ResNet { return NewResNet(32, 48, 10, 1) }
 
@@ -63,18 +64,11 @@ func Benchmark() *ResNet { return NewResNet(32, 48, 10, 1) }
 // a half more so that the residual sums do not grow block by block. side
 // must be a multiple of 4 (two stride-2 stages).
 func NewResNet(side, width, classes int, seed uint64) *ResNet {
-	rng := rand.New(rand.NewPCG(seed, 0x7265736e6574))
-	uniform := func(n int, scale float64) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32((rng.Float64()*2 - 1) * scale)
-		}
-		return v
-	}
+	draw := uniform(rand.New(rand.NewPCG(seed, 0x7265736e6574)))
 	conv := func(in, out, k, stride int, gain float64) Conv {
 		fanIn := float64(in * k * k)
 		return Conv{In: in, Out: out, K: k, Stride: stride, Pad: k / 2,
-			W: uniform(out*in*k*k, gain*math.Sqrt(6/fanIn)), B: uniform(out, 0.01)}
+			W: draw(out*in*k*k, gain*math.Sqrt(6/fanIn)), B: draw(out, 0.01)}
 	}
 	m := &ResNet{Side: side, Width: width, Classes: classes, Stem: conv(3, width, 3, 1, 1)}
 	in := width
@@ -91,7 +85,7 @@ func NewResNet(side, width, classes int, seed uint64) *ResNet {
 		m.Blocks = append(m.Blocks, b)
 		in = out
 	}
-	m.W, m.B = uniform(in*classes, math.Sqrt(3/float64(in))), uniform(classes, 0.1)
+	m.W, m.B = draw(in*classes, math.Sqrt(3/float64(in))), draw(classes, 0.1)
 	return m
 }
 
@@ -102,6 +96,28 @@ func (m *ResNet) Sizes() (int, int) { return 3 * m.Side * m.Side, m.Classes }
 type tensor struct {
 	c, h, w int
 	v       []float64
+}
+
+// image is a c×side×side tensor of the values x, channel-major.
+func image(c, side int, x []float32) tensor {
+	t := tensor{c: c, h: side, w: side, v: make([]float64, len(x))}
+	for i, v := range x {
+		t.v[i] = float64(v)
+	}
+	return t
+}
+
+// meanPool is global average pooling: each map's mean.
+func (t tensor) meanPool() []float64 {
+	pooled := make([]float64, t.c)
+	for c := range pooled {
+		var s float64
+		for _, v := range t.v[c*t.h*t.w : (c+1)*t.h*t.w] {
+			s += v
+		}
+		pooled[c] = s / float64(t.h*t.w)
+	}
+	return pooled
 }
 
 // apply is the convolution of x, in float64: the reference ONNX Runtime's
@@ -149,11 +165,7 @@ func (m *ResNet) Forward(x []float32) ([]float32, error) {
 	if in, _ := m.Sizes(); len(x) != in {
 		return nil, fmt.Errorf("modelgen: input has %d values, the model takes %d", len(x), in)
 	}
-	t := tensor{c: 3, h: m.Side, w: m.Side, v: make([]float64, len(x))}
-	for i, v := range x {
-		t.v[i] = float64(v)
-	}
-	t = relu(m.Stem.apply(t))
+	t := relu(m.Stem.apply(image(3, m.Side, x)))
 	for i := range m.Blocks {
 		b := &m.Blocks[i]
 		skip := t
@@ -166,23 +178,7 @@ func (m *ResNet) Forward(x []float32) ([]float32, error) {
 		}
 		t = relu(h)
 	}
-	pooled := make([]float64, t.c)
-	for c := range pooled {
-		var s float64
-		for _, v := range t.v[c*t.h*t.w : (c+1)*t.h*t.w] {
-			s += v
-		}
-		pooled[c] = s / float64(t.h*t.w)
-	}
-	y := make([]float32, m.Classes)
-	for k := range y {
-		s := float64(m.B[k])
-		for c, p := range pooled {
-			s += p * float64(m.W[c*m.Classes+k])
-		}
-		y[k] = float32(s)
-	}
-	return y, nil
+	return dense(t.meanPool(), m.W, m.B), nil
 }
 
 // ONNX encodes the network as an ONNX ModelProto. Every Conv carries its

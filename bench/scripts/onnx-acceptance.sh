@@ -75,6 +75,7 @@ trap cleanup EXIT
 log "scheduler on $addr, backend with $gpus GPU(s)"
 "$bin" scheduler --model-repo "$repo" --addr "$addr" >"$out/scheduler.log" 2>&1 & pids+=($!)
 for _ in $(seq 100); do grep -q "listening" "$out/scheduler.log" && break; sleep 0.1; done
+grep -q "listening" "$out/scheduler.log" || { echo "the scheduler did not listen within 10s; see $out/scheduler.log" >&2; exit 1; }
 "$bin" backend --executor onnx --model-repo "$repo" --intra-op-threads 1 --gpus "$gpus" \
   --scheduler "$addr" --name onnx-backend >"$out/backend.log" 2>&1 & pids+=($!)
 for _ in $(seq 300); do grep -q "registered" "$out/backend.log" && break; sleep 0.1; done

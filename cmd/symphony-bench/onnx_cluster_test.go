@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,13 +17,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/symphony-serving/symphony/backend/onnx"
 	"github.com/symphony-serving/symphony/backend/onnx/onnxtest"
 	"github.com/symphony-serving/symphony/bench/modelgen"
+	"github.com/symphony-serving/symphony/tensor"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -158,16 +157,7 @@ func TestThreeProcessONNXAnswers(t *testing.T) {
 	t.Logf("%d requests answered in %d batches, %d with both clients' requests", total, len(clientsOf), mixed)
 
 	// Each process stops cleanly on SIGTERM, newest first.
-	procs := ps.procs
-	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].signal(t, syscall.SIGTERM)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for i := len(procs) - 1; i >= 0; i-- {
-		if code := procs[i].wait(t, time.Until(deadline)); code != 0 {
-			t.Errorf("%s exited with status %d after SIGTERM, want 0", procs[i].name, code)
-		}
-	}
+	ps.stopAll(10 * time.Second)
 }
 
 // cnnRepository writes a model repository holding the committed CNN's
@@ -194,14 +184,18 @@ func cnnRepository(t *testing.T, config string) string {
 // runAlone is ONNX Runtime's output for one image, run as a batch of one.
 func runAlone(t *testing.T, ex *onnx.Executor, x []float32) []float32 {
 	t.Helper()
-	outs, err := ex.Execute(context.Background(), 0, 1, [][]byte{float32Bytes(x)})
+	outs, err := ex.Execute(context.Background(), 0, 1, [][]byte{tensor.Of("x", nil, x).Data})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(outs) != 1 {
 		t.Fatalf("ONNX Runtime: %d outputs for a batch of one", len(outs))
 	}
-	return bytesFloat32(outs[0])
+	y, err := tensor.Tensor{Name: "y", Datatype: "FP32", Data: outs[0]}.FP32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
 }
 
 // batchOf is a batch as the gateway's response parameters name it: its
@@ -281,22 +275,6 @@ func (rt responseTensor) float32s() ([]float32, error) {
 		return nil, fmt.Errorf("output %q: FP32 data: %v", rt.Name, err)
 	}
 	return v, nil
-}
-
-func float32Bytes(x []float32) []byte {
-	b := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
-}
-
-func bytesFloat32(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }
 
 // within reports whether got and want have the same length and every

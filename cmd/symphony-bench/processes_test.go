@@ -97,6 +97,24 @@ func newProcSet(t *testing.T, bin string) *procSet {
 	return s
 }
 
+// stopAll sends each process SIGTERM, newest first, and fails the test
+// unless each then exits by itself with status 0 within timeout (of all
+// of them together).
+func (s *procSet) stopAll(timeout time.Duration) {
+	t := s.t
+	t.Helper()
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].signal(t, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(timeout)
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		if code := p.wait(t, time.Until(deadline)); code != 0 {
+			t.Errorf("%s exited with status %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+}
+
 // start starts the binary with args as the process called name.
 func (s *procSet) start(name string, args ...string) *proc {
 	p := startProc(s.t, name, s.bin, args...)

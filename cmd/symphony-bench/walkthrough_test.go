@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -150,17 +149,7 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 	positive(t, b1Metrics, scrape(t, hc, b1Metrics), "symphony_backend_plans_total")
 
 	// SIGTERM everything, newest first; each must exit by itself, cleanly.
-	procs := ps.procs
-	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].signal(t, syscall.SIGTERM)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i]
-		if code := p.wait(t, time.Until(deadline)); code != 0 {
-			t.Errorf("%s exited with status %d after SIGTERM, want 0", p.name, code)
-		}
-	}
+	ps.stopAll(10 * time.Second)
 	if skipLatency != "" {
 		t.Skipf("the processes worked, but their latency was not checked: %s (other jobs had the CPUs)", skipLatency)
 	}
