@@ -38,6 +38,10 @@ type profilePoint struct {
 	FitMs    float64 `json:"fit_ms"`
 }
 
+// outOfOrderTolerance is how much slower than a larger batch a batch size
+// may measure before it is measured again (profiler.Options.Recheck).
+const outOfOrderTolerance = 0.05
+
 // runProfile is `symphony profile`: ℓ(b) of a repository model measured
 // on the ONNX executor, fitted, and written into the model's config.yaml.
 func runProfile(args []string, stdout, stderr io.Writer) error {
@@ -48,7 +52,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	maxBatch := fs.Int("max-batch", 0, "largest batch to measure (default: the config's max_batch)")
 	warmup := fs.Int("warmup", 5, "untimed batches per size")
 	runs := fs.Int("runs", 30, "timed batches per size")
-	retries := fs.Int("retries", 3, "measure again, up to this many times, each batch size whose median exceeds a larger batch's by more than 5% (a disturbance: only the lowest median is kept)")
+	retries := fs.Int("retries", 3, fmt.Sprintf("measure again, up to this many times, each batch size whose median exceeds a larger batch's by more than %g%% (a disturbance: only the lowest median is kept)", 100*outOfOrderTolerance))
 	tolerance := fs.Float64("tolerance", 0.1, "keep the linear fit α·b+β where it is within this fraction of every median, else the measured table")
 	threads := fs.Int("intra-op-threads", 1, "ONNX Runtime threads per batch, as the backend will run it")
 	lib := fs.String("onnxruntime-lib", "", "ONNX Runtime's library (default: $"+onnx.LibraryEnv+", else "+onnx.FetchedLibrary+")")
@@ -95,7 +99,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 		Progress: func(p profiler.Point) {
 			log.Info().Int("batch", p.Batch).Str("median", p.Median.String()).Str("p99", p.P99.String()).Msgf("%d/%d", p.Batch, *maxBatch)
 		},
-		Retries: *retries, Recheck: 0.05,
+		Retries: *retries, Recheck: outOfOrderTolerance,
 		Remeasured: func(p profiler.Point) {
 			log.Info().Int("batch", p.Batch).Str("median", p.Median.String()).Str("p99", p.P99.String()).Msg("measured again (out of order)")
 		}})
