@@ -59,8 +59,9 @@ func (c *Client) LoadModel(ctx context.Context, name string) error {
 
 // UnloadModel unloads the named model and returns once it is UNAVAILABLE:
 // the scheduler refuses new requests for it at once, and lets those it
-// had taken end as usual first, so that none is lost. Unloading an
-// unloaded model succeeds at once.
+// had taken end as usual first, so that none is lost. The requests this
+// client made before the call reach the scheduler before the unload, so
+// they are among those. Unloading an unloaded model succeeds at once.
 func (c *Client) UnloadModel(ctx context.Context, name string) error {
 	return c.controlModel(ctx, wire.OpUnload, name)
 }
@@ -98,6 +99,10 @@ func (c *Client) controlModel(ctx context.Context, op wire.ControlOp, name strin
 		delete(c.ctl.waiting, seq)
 		c.ctl.mu.Unlock()
 	}()
+	// The requests made before the call go out first, and the scheduler
+	// reads a connection's messages in order: it sees requests and op in
+	// the order this client made them (an unload finds them taken).
+	sess.submit.Flush()
 	if err := sess.conn.Send(&wire.Control{Seq: seq, Op: op, Model: m.id}); err != nil {
 		return ErrNotConnected
 	}

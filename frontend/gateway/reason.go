@@ -30,6 +30,9 @@ const (
 	ReasonBadDeadline   = "bad deadline"       // frontend.ErrBadDeadline (400)
 	ReasonBadInput      = "bad input"          // frontend.ErrBadInput (400)
 	ReasonRefused       = "refused"            // frontend.ErrRefused (500)
+	ReasonNotLoaded     = "model not loaded"   // frontend.ErrModelNotLoaded (503)
+	ReasonControl       = "model control"      // frontend.ErrControl: a load or unload refused or failed (400)
+	ReasonNoRepo        = "no repository"      // the Inferer has no Repository (501)
 	ReasonTimeout       = "timeout"            // the request's own timeout expired with no drop reported (504)
 	ReasonInternal      = "internal"           // anything else (500)
 
@@ -54,8 +57,9 @@ type errorBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// classify maps an Infer error to its status code, whether a Retry-After
-// hint fits (the condition passes), and its reason. ctx is the request's
+// classify maps an Infer error (or a model control's, repository.go) to
+// its status code, whether a Retry-After hint fits (the condition
+// passes), and its reason. ctx is the request's
 // context, whose state tells a request that timed out (504) from one whose
 // caller left (499); ownDeadline says that the request's own timeout was
 // shorter than its model's SLO, so that a deadline drop means the timeout
@@ -69,6 +73,8 @@ func classify(ctx context.Context, err error, ownDeadline bool) (status int, ret
 		// Served but not loaded: unavailable, as Triton answers, until
 		// someone loads it; no Retry-After, since waiting alone won't do.
 		return http.StatusServiceUnavailable, false, ReasonNotLoaded
+	case errors.Is(err, frontend.ErrControl):
+		return http.StatusBadRequest, false, ReasonControl
 	case errors.Is(err, frontend.ErrNotConnected):
 		return http.StatusServiceUnavailable, true, ReasonNotConnected
 	case errors.Is(err, frontend.ErrSchedulerLost):

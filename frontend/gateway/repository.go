@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -47,13 +46,6 @@ type RepositoryModel struct {
 	State  string `json:"state"`
 	Reason string `json:"reason"`
 }
-
-// Reasons of the repository endpoints' and of inference's errors.
-const (
-	ReasonNotLoaded = "model not loaded" // frontend.ErrModelNotLoaded (503)
-	ReasonControl   = "model control"    // frontend.ErrControl (400)
-	ReasonNoRepo    = "no repository"    // the Inferer has no Repository (501)
-)
 
 func (g *Gateway) repository(w http.ResponseWriter) (Repository, bool) {
 	repo, ok := g.inf.(Repository)
@@ -128,23 +120,20 @@ func (g *Gateway) control(w http.ResponseWriter, r *http.Request, op string, do 
 	start := time.Now()
 	err = do(repo, ctx, name)
 	g.cfg.Log.Info().Str("model", name).Str("op", op).Dur("took", time.Since(start)).Err(err).Msg("model control")
-	switch {
-	case err == nil:
+	if err == nil {
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
-	case errors.Is(err, frontend.ErrUnknownModel):
-		writeError(w, http.StatusNotFound, ReasonUnknownModel, fmt.Sprintf("unknown model %q", name))
-	case errors.Is(err, frontend.ErrControl):
-		writeError(w, http.StatusBadRequest, ReasonControl, err.Error())
-	case errors.Is(err, frontend.ErrNotConnected):
-		writeError(w, http.StatusServiceUnavailable, ReasonNotConnected, err.Error())
-	case errors.Is(err, frontend.ErrSchedulerLost):
-		writeError(w, http.StatusServiceUnavailable, ReasonSchedulerLost, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, ReasonTimeout, fmt.Sprintf("%s of %q not done in %v: %v", op, name, wait, err))
-	case errors.Is(err, context.Canceled):
+		return
+	}
+	// The status and reason are inference's (classify), without its
+	// Retry-After hints: an operator's op is not retried blindly.
+	code, _, reason := classify(ctx, err, false)
+	switch code {
+	case statusClientGone:
 		// The caller left; nothing to write.
+	case http.StatusGatewayTimeout:
+		writeError(w, code, reason, fmt.Sprintf("%s of %q not done in %v: %v", op, name, wait, err))
 	default:
-		writeError(w, http.StatusInternalServerError, ReasonInternal, err.Error())
+		writeError(w, code, reason, err.Error())
 	}
 }

@@ -68,7 +68,6 @@ type ctlWaiter struct {
 // those Config.Unloaded names.
 func (s *Service) initControl() error {
 	s.ctl = make([]modelCtl, len(s.cfg.Models))
-	s.ctlOps = map[uint64]int{}
 	for i := range s.ctl {
 		s.ctl[i].state = wire.ModelReady
 	}
@@ -207,7 +206,6 @@ func (s *Service) toBackends(i int, op wire.ControlOp) {
 	c := &s.ctl[i]
 	s.nextCtl++
 	c.seq, c.since, c.waiting = s.nextCtl, s.sched.Now(), map[*backendConn]struct{}{}
-	s.ctlOps[c.seq] = i
 	for b := range s.backends {
 		if b.gone {
 			continue
@@ -223,8 +221,8 @@ func (s *Service) toBackends(i int, op wire.ControlOp) {
 func (s *Service) backendControlDone(b *backendConn, m *wire.ControlDone) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.ctlOps[m.Seq]
-	if !ok {
+	i := s.ctlOf(m.Seq)
+	if i < 0 {
 		return // an op that timed out, or a failed load's cleanup
 	}
 	c := &s.ctl[i]
@@ -240,6 +238,20 @@ func (s *Service) backendControlDone(b *backendConn, m *wire.ControlDone) {
 	if len(c.waiting) == 0 {
 		s.opDone(i)
 	}
+}
+
+// ctlOf is the model whose op under way has Seq seq, -1 for none: a scan,
+// as ops are rare and few. Called with s.mu held.
+func (s *Service) ctlOf(seq uint64) int {
+	if seq == 0 {
+		return -1
+	}
+	for i := range s.ctl {
+		if s.ctl[i].seq == seq {
+			return i
+		}
+	}
+	return -1
 }
 
 // backendLeft stops waiting for b's answers. Called with s.mu held.
@@ -277,7 +289,6 @@ func (s *Service) ctlTimeouts(now scheduler.Time) {
 // the frontends that asked hear how it went. Called with s.mu held.
 func (s *Service) opDone(i int) {
 	c := &s.ctl[i]
-	delete(s.ctlOps, c.seq)
 	c.seq, c.waiting = 0, nil
 	name := s.cfg.Models[i].Name
 	var answer string

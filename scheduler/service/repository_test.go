@@ -3,6 +3,7 @@ package service
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symphony-serving/symphony/scheduler/service/servicetest"
 	"github.com/symphony-serving/symphony/transport/transporttest"
@@ -182,6 +183,32 @@ func TestUnloadDrains(t *testing.T) {
 	}
 	if w := f.frontend(t, "f2").Welcome; len(w.States) != 1 || w.States[0].State != wire.ModelUnavailable || w.States[0].Reason != "unloaded" {
 		t.Errorf("later frontend's Welcome states %+v, want m UNAVAILABLE (unloaded)", w.States)
+	}
+}
+
+// Tasks that end as they arrive (bad or passed deadlines) and those the
+// rank drops never hold an unload back: the model's backends are told to
+// unload it as soon as nothing of it is queued or running.
+func TestUnloadAfterTasksEnded(t *testing.T) {
+	f := startFake(t, nil)
+	b := f.readyBackend(t, "b1", 1)
+	fe := f.frontend(t, "f1")
+	fe.Submit(t,
+		wire.Task{ID: 1, Model: 0, Deadline: f.s.epochUnix + 1}, // already late
+		servicetest.Task(2, 0, time.Second+2*time.Second),       // further off than the SLO allows
+		servicetest.Task(3, 0, 2*time.Millisecond),              // too soon for any batch: the rank drops it
+	)
+	ends := fe.Ends(t, 3)
+	for id, code := range map[uint64]wire.EndCode{1: wire.EndDropDeadline, 2: wire.EndBadRequest, 3: wire.EndDropDeadline} {
+		if ends[id].Code != code {
+			t.Fatalf("task %d ended %+v, want %v", id, ends[id], code)
+		}
+	}
+	if err := fe.Send(&wire.Control{Seq: 1, Op: wire.OpUnload, Model: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if c := servicetest.Expect[*wire.Control](t, b); c.Op != wire.OpUnload || c.Model != 0 {
+		t.Fatalf("backend told %+v, want to unload model 0 at once", c)
 	}
 }
 

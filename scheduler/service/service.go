@@ -195,11 +195,9 @@ type Service struct {
 	gpus         []gpuState
 	// watch follows the GPUs' real timelines (under mu).
 	watch *gpuwatch.Watcher
-	// ctl is each model's control state, ctlOps the model of each op
-	// sent to backends by its Seq, nextCtl the last Seq (under mu;
-	// repository.go).
+	// ctl is each model's control state, nextCtl the last Seq of a
+	// Control sent to backends (under mu; repository.go).
 	ctl       []modelCtl
-	ctlOps    map[uint64]int
 	nextCtl   uint64
 	stopWatch chan struct{}
 	watchDone chan struct{}
@@ -496,7 +494,7 @@ func (s *Service) drain() {
 	if s.inFlight == 0 {
 		return
 	}
-	n := 0
+	plans, n := s.inFlight, 0
 	for g := range s.gpus {
 		st := &s.gpus[g]
 		for id, sp := range st.outstanding {
@@ -507,17 +505,19 @@ func (s *Service) drain() {
 				n++
 			}
 			delete(st.outstanding, id)
-			s.settle(sp.model, len(sp.reqs))
+			s.planEnded(sp)
 		}
 	}
-	s.log.Warn().Int("plans", s.inFlight).Int("requests", n).Msg("plans still in flight at shutdown: their requests end as shutdown drops")
+	s.log.Warn().Int("plans", plans).Int("requests", n).Msg("plans still in flight at shutdown: their requests end as shutdown drops")
 	s.inFlight = 0
 	s.count(func(st *Stats) { st.Dropped += uint64(n) })
 }
 
-// planEnded books one plan out of flight. Called with s.mu held.
-func (s *Service) planEnded() {
+// planEnded books one plan out of flight, and its requests as ended for
+// model control (settle). Called with s.mu held.
+func (s *Service) planEnded(sp sentPlan) {
 	s.inFlight--
+	s.settle(sp.model, len(sp.reqs))
 	if s.closed {
 		s.drained.Broadcast()
 	}
@@ -644,44 +644,31 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 		}
 		run = run[:0]
 	}
-	// Each task's model must take requests now; those it takes count as
-	// pending until they end, so that an unload waits for them. One hold
-	// of the lock for the whole message, outside the loop below, which
-	// hands requests to the rank (whose callbacks take the lock).
-	var refused []bool // refused[i]: task i's model is not loaded
+	// Each task is judged first, in one hold of the lock for the whole
+	// message: its model must take requests now, and its deadline must
+	// do. Only the tasks that pass count as pending (until they end, so
+	// that an unload waits for them), and only those go on to the table
+	// and the rank below, outside the lock.
+	var refused []bool // refused[i]: task i ended here, with its entry in ends
+	refuse := func(i int, e wire.End) {
+		if refused == nil {
+			refused = make([]bool, len(sub.Tasks))
+		}
+		refused[i] = true
+		ends = append(ends, e)
+	}
 	s.mu.Lock()
 	for i := range sub.Tasks {
 		t := &sub.Tasks[i]
-		if int(t.Model) >= len(s.ctl) {
-			continue
-		}
-		if c := &s.ctl[t.Model]; c.state == wire.ModelReady {
-			c.pending++
-		} else {
-			if refused == nil {
-				refused = make([]bool, len(sub.Tasks))
-			}
-			refused[i] = true
-			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndModelNotLoaded, Detail: s.notLoaded(int(t.Model), c.state)})
-		}
-	}
-	s.mu.Unlock()
-	// unpend books a task counted pending above that ends here after all.
-	unpend := func(model uint32) {
-		s.mu.Lock()
-		s.settle(scheduler.ModelID(model), 1)
-		s.mu.Unlock()
-	}
-	for i := range sub.Tasks {
-		t := &sub.Tasks[i]
-		if refused != nil && refused[i] {
-			continue
-		}
 		if int(t.Model) >= len(s.specs) {
-			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndUnknownModel})
+			refuse(i, wire.End{ID: t.ID, Code: wire.EndUnknownModel})
 			continue
 		}
-		dl := s.toSched(t.Deadline)
+		c := &s.ctl[t.Model]
+		if c.state != wire.ModelReady {
+			refuse(i, wire.End{ID: t.ID, Code: wire.EndModelNotLoaded, Detail: s.notLoaded(int(t.Model), c.state)})
+			continue
+		}
 		if slo := s.specs[t.Model].SLO; t.Deadline > s.toUnix(now.Add(slo+time.Second)) || t.Deadline < s.epochUnix {
 			// A frontend may shorten a deadline, never lengthen it: a
 			// far-off (or overflowing) one is a bad request, not a
@@ -691,13 +678,19 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 			if t.Deadline < s.epochUnix {
 				detail = "deadline before the scheduler started: is the frontend's clock behind?"
 			}
-			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndBadRequest, Detail: detail})
-			unpend(t.Model)
+			refuse(i, wire.End{ID: t.ID, Code: wire.EndBadRequest, Detail: detail})
 			continue
 		}
-		if dl <= now {
-			ends = append(ends, wire.End{ID: t.ID, Code: wire.EndDropDeadline, Detail: "deadline passed before the scheduler saw it"})
-			unpend(t.Model)
+		if s.toSched(t.Deadline) <= now {
+			refuse(i, wire.End{ID: t.ID, Code: wire.EndDropDeadline, Detail: "deadline passed before the scheduler saw it"})
+			continue
+		}
+		c.pending++
+	}
+	s.mu.Unlock()
+	for i := range sub.Tasks {
+		t := &sub.Tasks[i]
+		if refused != nil && refused[i] {
 			continue
 		}
 		s.checkInputSize(int(t.Model), t.Input.Length)
@@ -706,7 +699,7 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 			runModel = int(t.Model)
 		}
 		key := s.table.put(entry{frontend: f.id, id: t.ID, input: t.Input})
-		run = append(run, scheduler.Request{ID: key, Frontend: f.id, Arrival: now, Deadline: dl})
+		run = append(run, scheduler.Request{ID: key, Frontend: f.id, Arrival: now, Deadline: s.toSched(t.Deadline)})
 	}
 	flush()
 	s.count(func(st *Stats) { st.Tasks += uint64(len(sub.Tasks)) })
@@ -843,8 +836,7 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	sp, ok := st.outstanding[m.Plan]
 	if ok {
 		delete(st.outstanding, m.Plan)
-		s.planEnded()
-		s.settle(sp.model, len(sp.reqs))
+		s.planEnded(sp)
 		if m.Failed > 0 || m.Dropped > 0 {
 			// A retired plan's requests were counted when it was.
 			s.count(func(st *Stats) { st.Failed += uint64(m.Failed); st.DroppedLate += uint64(m.Dropped) })
@@ -970,8 +962,7 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 		}
 		retired = append(retired, uint64(id))
 		delete(gs.outstanding, uint64(id))
-		s.planEnded()
-		s.settle(sp.model, len(sp.reqs))
+		s.planEnded(sp)
 		for _, r := range sp.reqs {
 			if f := s.frontends[r.e.frontend]; f != nil {
 				s.tell(f, wire.End{ID: r.e.id, Code: wire.EndBackendStalled, Detail: detail})
@@ -1008,8 +999,7 @@ func (s *Service) backendGone(b *backendConn, err error) {
 				lost[r.e.frontend] = append(lost[r.e.frontend], wire.End{ID: r.e.id, Code: wire.EndBackendLost, Detail: b.name})
 				nlost++
 			}
-			s.planEnded()
-			s.settle(sp.model, len(sp.reqs))
+			s.planEnded(sp)
 		}
 		s.gpus[g] = gpuState{}
 		s.sched.DisableGPU(g)
