@@ -22,7 +22,8 @@ type Candidate struct {
 	// requests; under the other policies it is the earliest start.
 	ExecAt Time
 	// InvalidAfter is the latest start that still meets Deadline:
-	// Deadline − ℓ(BatchSize).
+	// Deadline − ℓ(BatchSize), stretched by the core's tail factor
+	// (ModelCore.SetTailFactor).
 	InvalidAfter Time
 	// Deadline is dl(reqs): when the earliest-deadline request's execution
 	// must have finished (its deadline less the result delay).
@@ -152,10 +153,14 @@ type ModelCore struct {
 	lastNow   Time
 	nextPlan  uint64
 	out       ModelOutput
-	// latency caches ℓ(1) and delays for the hot path.
+	// dispatch1 and beta cache delays and the profile for the hot path.
 	dispatch1 time.Duration
-	ell1      time.Duration
 	beta      float64 // β in seconds
+	// tail is the factor (at least 1) by which the model's batches may
+	// overrun ℓ(b): deadlines are planned with tail·ℓ(b) (see
+	// SetTailFactor); tailEll1 caches tail·ℓ(1).
+	tail     float64
+	tailEll1 time.Duration
 }
 
 // NewModelCore returns an empty ModelCore.
@@ -170,9 +175,50 @@ func NewModelCore(cfg ModelConfig) (*ModelCore, error) {
 		wakeAt:    Never,
 		lastNow:   Past,
 		dispatch1: cfg.Delays.Dispatch(1),
-		ell1:      cfg.Profile.Latency(1),
 		beta:      cfg.Profile.Beta().Seconds(),
+		tail:      1,
+		tailEll1:  cfg.Profile.Latency(1),
 	}, nil
+}
+
+// SetTailFactor sets the factor f by which the model's batches are known to
+// overrun their profile at the tail (a high quantile of real run time over
+// ℓ(b)), and re-forms the candidate under it. From then on the core plans
+// every deadline with f·ℓ(b): a batch is formed only if it finishes by its
+// deadline even when it runs f times its profile, and a symphony batch is
+// held only until f·ℓ(b+1) before its deadline. A GPU's occupancy stays
+// ℓ(b) (BatchPlan.FinishAt): what a batch takes on average is the GPU
+// watcher's business (scheduler/gpuwatch), what it may take at worst is
+// the deadline's.
+//
+// It exists because a live GPU's batches spread around ℓ(b) (a CPU
+// executor sharing its machine, a throttled GPU, a profile measured on a
+// quiet machine), while the symphony policy holds every batch until it
+// could take no more request: with only ℓ(b+1) − ℓ(b) of slack, a batch
+// that runs a few percent over its profile finishes after its deadline.
+// f below 1 counts as 1: the profile stays the least a batch is planned
+// for. The simulator's GPUs run exactly ℓ(b) and never call it.
+func (m *ModelCore) SetTailFactor(now Time, f float64) *ModelOutput {
+	now = m.clamp(now)
+	m.out.reset()
+	m.tail = max(f, 1)
+	m.tailEll1 = m.tailLatency(1)
+	m.update(now, Past)
+	m.publish()
+	return &m.out
+}
+
+// TailFactor is the factor deadlines are planned with (SetTailFactor).
+func (m *ModelCore) TailFactor() float64 { return m.tail }
+
+// tailLatency is the run time a batch of b is planned for against its
+// deadline: ℓ(b), stretched by the tail factor.
+func (m *ModelCore) tailLatency(b int) time.Duration {
+	l := m.cfg.Profile.Latency(b)
+	if m.tail == 1 {
+		return l
+	}
+	return time.Duration(float64(l) * m.tail)
 }
 
 // Config returns the configuration the core was built with.
@@ -387,7 +433,7 @@ const notGranted = -1
 // without one (notGranted), nothing is pruned, since the GPU that finally
 // comes may still serve the head.
 func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
-	soonestEnd := MaxTime(now.Add(m.dispatch1), gpuFreeAt).Add(m.ell1)
+	soonestEnd := MaxTime(now.Add(m.dispatch1), gpuFreeAt).Add(m.tailEll1)
 	for m.queue.len() > 0 {
 		if soonestEnd <= m.execDeadline(m.queue.front()) {
 			break
@@ -406,15 +452,15 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
 		bs = m.pruneWindow(now, gpuFreeAt, bs)
 		dl = m.execDeadline(m.queue.front())
 	}
-	prof, delays := m.cfg.Profile, m.cfg.Delays
+	delays := m.cfg.Delays
 	earliest := MaxTime(now.Add(delays.Dispatch(bs)), gpuFreeAt)
-	invalidAfter := dl.Add(-prof.Latency(bs))
+	invalidAfter := dl.Add(-m.tailLatency(bs))
 	execAt := earliest
 	if m.cfg.Policy == PolicySymphony && (m.cfg.Schedulable != SchedulableBetaLambda || float64(bs) < m.beta*m.rate.perSecond(now)) {
 		// Fewer than βλ requests (or βλ disabled): waiting for one more
 		// saves more than the idle time costs (§4.3), so hold the batch
 		// until sched_at, the last moment it could still take one more.
-		schedAt := dl.Add(-prof.Latency(bs + 1))
+		schedAt := dl.Add(-m.tailLatency(bs + 1))
 		execAt = MaxTime(earliest, schedAt)
 	}
 	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, InvalidAfter: invalidAfter, Deadline: dl, Version: m.cand.Version}
@@ -577,7 +623,7 @@ const pruneKeepFraction = 0.6
 // gpuFreeAt finishes by dl.
 func (m *ModelCore) fits(now, gpuFreeAt, dl Time, k int) bool {
 	start := MaxTime(now.Add(m.cfg.Delays.Dispatch(k)), gpuFreeAt)
-	return start.Add(m.cfg.Profile.Latency(k)) <= dl
+	return start.Add(m.tailLatency(k)) <= dl
 }
 
 // largestFit returns the largest k (at least 1) such that a batch of the k

@@ -911,3 +911,100 @@ func TestDropWindowNeverWorseThanTimeout(t *testing.T) {
 		t.Errorf("only %d of 3000 queues pruned", pruned)
 	}
 }
+
+// TestTailFactor: a tail factor f plans every deadline with f·ℓ(b) (the
+// batch that fits, InvalidAfter, sched_at, the head that cannot make it
+// even alone), while the plan's FinishAt, the GPU's occupancy, stays ℓ(b).
+func TestTailFactor(t *testing.T) {
+	m := newModel(t, ModelConfig{Policy: PolicySymphony})
+	// Ten requests due at 20ms. ℓ(10) = 15ms fits: bs 10, InvalidAfter
+	// 20 − 15 = 5ms, ExecAt = sched_at = 20 − ℓ(11) = 4ms.
+	out := m.Enqueue(0, mkReqs(1, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms, 20*ms))
+	wantCand(t, "factor 1", out.Candidate, 10, at(4*ms), at(5*ms), at(20*ms))
+	// f = 2: 2·ℓ(k) ≤ 20ms holds up to k = 5; InvalidAfter = 20 − 2·ℓ(5)
+	// = 0, sched_at = 20 − 2·ℓ(6) = −2ms, so ExecAt is now.
+	out = m.SetTailFactor(0, 2)
+	if !out.CandidateChanged {
+		t.Error("a new tail factor that changes the candidate did not publish it")
+	}
+	wantCand(t, "factor 2", out.Candidate, 5, 0, 0, at(20*ms))
+	if got := m.TailFactor(); got != 2 {
+		t.Errorf("TailFactor() = %v, want 2", got)
+	}
+	// The plan occupies its GPU for ℓ(5) = 10ms, not 2·ℓ(5).
+	out = m.Grant(0, Grant{GPU: 3, FreeAt: Past})
+	if len(out.Plans) != 1 || len(out.Plans[0].Requests) != 5 {
+		t.Fatalf("grant planned %+v, want one batch of 5", out.Plans)
+	}
+	if p := out.Plans[0]; p.FinishAt != p.ExecAt.Add(10*ms) {
+		t.Errorf("plan runs %v..%v, want ℓ(5) = 10ms", p.ExecAt, p.FinishAt)
+	}
+	// At 1ms the five left, due at 20ms, fit with 2·ℓ(k) ≤ 19ms only up
+	// to k = 4.
+	out = m.Tick(at(ms))
+	if out.Candidate.BatchSize != 4 {
+		t.Errorf("after the grant, at 1ms: batch of %d, want 4", out.Candidate.BatchSize)
+	}
+	// A request that cannot make its deadline alone under 2·ℓ(1) = 12ms
+	// is dropped, though ℓ(1) = 6ms would still fit it.
+	out = m.Enqueue(at(ms), mkReqs(20, 12*ms))
+	if got := dropIDs(out.Drops, DropDeadline, t); !slices.Equal(got, []RequestID{20}) {
+		t.Errorf("dropped %v, want [20]: 1ms + 2·ℓ(1) > 12ms", got)
+	}
+	// A factor under 1 counts as 1: the profile is the least planned for.
+	m.SetTailFactor(at(ms), 0.5)
+	if got := m.TailFactor(); got != 1 {
+		t.Errorf("TailFactor() after 0.5 = %v, want 1", got)
+	}
+	if c := m.Candidate(); c.BatchSize != 5 || c.InvalidAfter != at(10*ms) {
+		t.Errorf("factor 1 again: candidate %+v, want 5 requests, InvalidAfter 20 − ℓ(5) = 10ms", c)
+	}
+}
+
+// TestTailFactorPlansHold: under any tail factor, every batch the core
+// plans finishes by its earliest deadline (less the result delay) even
+// when it runs f·ℓ(b).
+func TestTailFactorPlansHold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	plans := 0
+	for iter := range 500 {
+		f := 1 + rng.Float64()
+		d := Delays{Ctrl: time.Duration(rng.IntN(500)) * time.Microsecond, Result: time.Duration(rng.IntN(2000)) * time.Microsecond}
+		pol := []Policy{PolicySymphony, PolicyWorkConserving, PolicyClockwork}[rng.IntN(3)]
+		m := newModel(t, ModelConfig{Profile: profile.MustLinear(time.Duration(1+rng.IntN(2000))*time.Microsecond, time.Duration(rng.IntN(5000))*time.Microsecond, 32),
+			Policy: pol, Drop: DropPolicy(rng.IntN(3)), Delays: d})
+		m.SetTailFactor(0, f)
+		now, free := Time(0), Past
+		var next RequestID
+		for step := 0; step < 60; step++ {
+			now = now.Add(time.Duration(rng.IntN(3000)) * time.Microsecond)
+			if rng.IntN(3) > 0 {
+				k := 1 + rng.IntN(4)
+				rs := make([]Request, k)
+				for i := range rs {
+					next++
+					rs[i] = Request{ID: next, Arrival: now, Deadline: now.Add(time.Duration(5+rng.IntN(60)) * ms)}
+				}
+				m.Enqueue(now, rs)
+				continue
+			}
+			out := m.Grant(now, Grant{GPU: 0, FreeAt: free, GPUs: 1})
+			for _, p := range out.Plans {
+				plans++
+				dl := Never
+				for _, r := range p.Requests {
+					dl = MinTime(dl, r.Deadline.Add(-d.Result))
+				}
+				run := time.Duration(f * float64(p.FinishAt.Sub(p.ExecAt)))
+				if p.ExecAt.Add(run) > dl {
+					t.Fatalf("iteration %d, factor %.3f: a batch of %d from %v runs %v to %v, past its deadline %v",
+						iter, f, len(p.Requests), p.ExecAt, run, p.ExecAt.Add(run), dl)
+				}
+			}
+			free = out.Returns[0].FreeAt
+		}
+	}
+	if plans < 1000 {
+		t.Fatalf("only %d plans: the generator no longer exercises the rule", plans)
+	}
+}

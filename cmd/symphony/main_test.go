@@ -44,3 +44,24 @@ func TestSchedulerMetricsAddrTaken(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want a failure naming --metrics-addr", code, stderr)
 	}
 }
+
+// The pinning and tail flags refuse what they cannot do, before anything
+// starts, naming the flag.
+func TestPinningAndTailFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backend", "--executor-cpus", "1,2", "--gpus", "1"}, "give one per GPU"},
+		{[]string{"backend", "--executor-cpus", "3-1"}, "runs backwards"},
+		{[]string{"backend", "--executor-cpus", "x"}, "not a CPU number"},
+		{[]string{"backend", "--executor", "onnx", "--model-repo", t.TempDir(), "--executor-cpus", "0"}, "--intra-op-threads 1"},
+		{[]string{"scheduler", "--tail-quantile", "1.5"}, "--tail-quantile"},
+		{[]string{"scheduler", "--tail-quantile", "-0.5"}, "--tail-quantile"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

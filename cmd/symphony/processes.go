@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/backend/cpupin"
 	backmetrics "github.com/symphony-serving/symphony/backend/metrics"
 	"github.com/symphony-serving/symphony/backend/onnx"
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
@@ -23,6 +24,7 @@ import (
 	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/frontend/gatewayserver"
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/overrun"
 	"github.com/symphony-serving/symphony/scheduler/service"
 	schedmetrics "github.com/symphony-serving/symphony/scheduler/service/metrics"
 	"github.com/symphony-serving/symphony/scheduler/service/shutdown"
@@ -122,6 +124,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		loads = append(loads, v)
 		return nil
 	})
+	tailQuantile := fs.Float64("tail-quantile", overrun.Default().Quantile, "plan each model's deadlines for this quantile of its batches' real run time over the profile's ℓ(b), measured from the backends' reports (scheduler/overrun); 0: plan on ℓ(b) alone")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	verbose := fs.Bool("v", false, "log every connection and more")
 	if err := parseFlags(fs, args); err != nil {
@@ -129,6 +132,9 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return cli.UsageErr("unexpected arguments %q", fs.Args())
+	}
+	if *tailQuantile < 0 || *tailQuantile > 1 {
+		return cli.UsageErr("--tail-quantile %v not in [0, 1]", *tailQuantile)
 	}
 	log := cli.ProcessLogger(stderr, *verbose)
 	unloaded, err := unloadedAtStart(*control, *repo, loads)
@@ -163,6 +169,10 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	}
 	sc := service.FromServing(cfg)
 	sc.Addr, sc.Network, sc.Log, sc.Unloaded = *addr, cli.NewNetwork(log), log, unloaded
+	sc.TailQuantile = *tailQuantile
+	if *tailQuantile == 0 {
+		sc.TailQuantile = -1
+	}
 	metricsLn, err := listenMetrics(*metricsAddr)
 	if err != nil {
 		return err
@@ -203,6 +213,11 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	ortLib := fs.String("onnxruntime-lib", "", "with --executor onnx: ONNX Runtime's libonnxruntime.so (default: $"+onnx.LibraryEnv+", else make onnxruntime's "+onnx.FetchedLibrary+")")
 	intraOp := fs.Int("intra-op-threads", 0, "with --executor onnx: threads per batch (0: ONNX Runtime's default)")
 	name := fs.String("name", "", "name in logs (default backend-PID)")
+	var execCPUs []int
+	fs.Func("executor-cpus", "give each GPU's batches a CPU of their own, as a list (1, or 2,3, or 4-7): GPU i's batches run on the i-th, and the backend's other threads stay off them (Linux; one per GPU; with --executor onnx, --intra-op-threads 1). Keep other processes off them too (taskset -c)", func(v string) (err error) {
+		execCPUs, err = cpupin.Parse(v)
+		return err
+	})
 	dp := cli.AddDataPathFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, the longest to wait for the plans held to finish and their results to go out before exiting; a second signal cuts it short")
@@ -221,11 +236,18 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, cli.NewNetwork(log)
 	bc.DataPath = dp.Config()
 	bc.Name = cli.ProcessName(*name, "backend")
+	bc.ExecutorCPUs = execCPUs
+	if len(execCPUs) > 0 && len(execCPUs) != *gpus {
+		return cli.UsageErr("--executor-cpus names %d CPUs for --gpus %d: give one per GPU", len(execCPUs), *gpus)
+	}
 	switch *executor {
 	case "emulated":
 	case "onnx":
 		if *repo == "" {
 			return cli.UsageErr("--executor onnx needs --model-repo")
+		}
+		if len(execCPUs) > 0 && *intraOp != 1 {
+			return cli.UsageErr("--executor-cpus pins the thread that calls ONNX Runtime: give --intra-op-threads 1 (ONNX Runtime's own threads would run off the pinned CPUs)")
 		}
 		ex, err := onnx.New(onnx.Config{Library: *ortLib, Repository: *repo, IntraOpThreads: *intraOp})
 		if err != nil {

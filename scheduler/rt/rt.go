@@ -136,6 +136,24 @@ func (s *Scheduler) Submit(model scheduler.ModelID, reqs []scheduler.Request) er
 	return nil
 }
 
+// SetTailFactor hands a model's ModelThread the factor by which its batches
+// overrun their profile at the tail (ModelCore.SetTailFactor). It is
+// latest-value: a factor not yet taken is replaced by a newer one.
+func (s *Scheduler) SetTailFactor(model scheduler.ModelID, f float64) error {
+	if int(model) >= len(s.models) {
+		return fmt.Errorf("rt: unknown model %d", model)
+	}
+	if !(f > 0) {
+		return fmt.Errorf("rt: tail factor %v of model %d is not positive", f, model)
+	}
+	m := s.models[model]
+	m.mu.Lock()
+	m.tail = f
+	m.mu.Unlock()
+	notify(m.notify)
+	return nil
+}
+
 // Stop stops every goroutine and ends every queued request with
 // DropShutdown, so that no request is lost. It returns when all is done.
 func (s *Scheduler) Stop() {
@@ -181,6 +199,9 @@ type modelThread struct {
 	inbox  []scheduler.Request
 	grants []scheduler.Grant
 	closed bool
+	// tail is a tail factor to hand the core (SetTailFactor), latest
+	// value; 0 when none is waiting.
+	tail float64
 }
 
 func (m *modelThread) run() {
@@ -200,8 +221,13 @@ func (m *modelThread) run() {
 		m.mu.Lock()
 		reqs, m.inbox = m.inbox, reqs[:0]
 		grants, m.grants = m.grants, grants[:0]
+		tail := m.tail
+		m.tail = 0
 		m.closed = stopping
 		m.mu.Unlock()
+		if tail != 0 {
+			m.handle(m.core.SetTailFactor(m.s.Now(), tail))
+		}
 		// Read the clock before each core call: the sink callbacks of the
 		// previous one may have taken a while, and a grant planned with a
 		// stale time could start before its inputs can arrive.

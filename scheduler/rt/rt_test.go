@@ -2,6 +2,7 @@ package rt
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -448,6 +449,46 @@ func TestWakeupMeterLeadsByTheMedianLateness(t *testing.T) {
 	for i := range wakeupSamples {
 		if lead, ok := stalled.observe(time.Second); ok && lead != maxMeasuredLead {
 			t.Fatalf("after %d firings a second late: lead %v, want the cap %v", i+1, lead, maxMeasuredLead)
+		}
+	}
+}
+
+// TestSetTailFactor: the factor reaches the model's core before the
+// requests submitted after it, and bad arguments are refused.
+func TestSetTailFactor(t *testing.T) {
+	cfg := testConfig(1, 1, scheduler.PolicyWorkConserving)
+	s, sink := start(t, cfg)
+	if err := s.SetTailFactor(1, 2); err == nil {
+		t.Error("SetTailFactor accepted an unknown model")
+	}
+	for _, f := range []float64{0, -1, math.NaN()} {
+		if err := s.SetTailFactor(0, f); err == nil {
+			t.Errorf("SetTailFactor accepted the factor %v", f)
+		}
+	}
+	if err := s.SetTailFactor(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	// ℓ(b) = 0.2ms·b + 1ms: 16 requests due in 6ms fit on the profile
+	// (ℓ(16) = 4.2ms) but at twice it only 6 do (2·ℓ(6) = 4.4ms; 2·ℓ(7)
+	// = 4.8ms leaves less than the dispatch and result delays).
+	now := s.Now()
+	reqs := make([]scheduler.Request, 16)
+	for i := range reqs {
+		reqs[i] = scheduler.Request{ID: scheduler.RequestID(i + 1), Arrival: now, Deadline: now.Add(6 * time.Millisecond)}
+	}
+	if err := s.Submit(0, reqs); err != nil {
+		t.Fatal(err)
+	}
+	for ended := 0; ended < len(reqs); {
+		e := <-sink.events
+		if e.plan == nil {
+			ended++
+			continue
+		}
+		ended += len(e.plan.Requests)
+		if run := 2 * cfg.Models[0].Profile.Latency(len(e.plan.Requests)); e.plan.ExecAt.Add(run) > now.Add(6*time.Millisecond-cfg.Models[0].Delays.Result) {
+			t.Errorf("a batch of %d planned at %v: 2·ℓ = %v runs past the deadline", len(e.plan.Requests), e.plan.ExecAt.Sub(now), run)
 		}
 	}
 }

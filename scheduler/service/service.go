@@ -33,6 +33,7 @@ import (
 
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/gpuwatch"
+	"github.com/symphony-serving/symphony/scheduler/overrun"
 	"github.com/symphony-serving/symphony/scheduler/rt"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport"
@@ -92,7 +93,12 @@ type Config struct {
 	// model SLO or gpuwatch.DefaultStallAfter, whichever is longer. It
 	// must be well above the backends' heartbeat period.
 	StallAfter time.Duration
-	Log        zerolog.Logger
+	// TailQuantile is the quantile of its batches' real run time over
+	// ℓ(b) by which each model's deadlines are planned
+	// (scheduler/overrun, ModelCore.SetTailFactor): 0 means
+	// overrun.Default's, a negative one plans on ℓ(b) alone.
+	TailQuantile float64
+	Log          zerolog.Logger
 }
 
 // DefaultResultTrip is Config.ResultTrip's default: a result's trip on a
@@ -149,6 +155,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service: negative result trip %v", c.ResultTrip)
 	case c.LoadTimeout < 0:
 		return fmt.Errorf("service: negative load timeout %v", c.LoadTimeout)
+	case c.TailQuantile > 1:
+		return fmt.Errorf("service: tail quantile %v above 1", c.TailQuantile)
 	}
 	seen := map[string]bool{}
 	for i, m := range c.Models {
@@ -195,6 +203,9 @@ type Service struct {
 	gpus         []gpuState
 	// watch follows the GPUs' real timelines (under mu).
 	watch *gpuwatch.Watcher
+	// overruns follow, per model, how far its batches run over ℓ(b), for
+	// its tail factor; nil with Config.TailQuantile negative (under mu).
+	overruns []*overrun.Tracker
 	// ctl is each model's control state, nextCtl the last Seq of a
 	// Control sent to backends (under mu; repository.go).
 	ctl       []modelCtl
@@ -259,6 +270,11 @@ type Stats struct {
 	// WakeupLead is how early the rank loop's timers fire: the measured
 	// lateness of its timers, or the configured slack.
 	WakeupLead time.Duration
+	// TailFactors are, by model name, the factors by which each model's
+	// deadlines are planned beyond ℓ(b) (scheduler/overrun): 1 for a
+	// model whose batches keep to their profile; nil with
+	// Config.TailQuantile negative.
+	TailFactors map[string]float64
 }
 
 // Snapshot returns a copy of the counters.
@@ -283,11 +299,19 @@ func (s *Service) Snapshot() Stats {
 			}
 		}
 	}
+	var tails map[string]float64
+	if s.overruns != nil {
+		tails = make(map[string]float64, len(s.overruns))
+		for i, t := range s.overruns {
+			tails[s.cfg.Models[i].Name] = t.Factor()
+		}
+	}
 	s.mu.Unlock()
 	busy, wall := s.sched.RankStats()
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	st := s.stats
+	st.TailFactors = tails
 	st.PlansInFlight, st.RankBusy, st.RankWall, st.WakeupLead = inFlight, busy, wall, s.sched.Lead()
 	st.Backends, st.OnlineGPUs, st.StalledGPUs = backends, online, stalled
 	st.SuppressedLogs = s.suppressed.Load()
@@ -385,6 +409,19 @@ func Start(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("service: %w", err)
 	}
 	s.watch = watch
+	if s.cfg.TailQuantile >= 0 {
+		oc := overrun.Default()
+		if s.cfg.TailQuantile > 0 {
+			oc.Quantile = s.cfg.TailQuantile
+		}
+		for range cfg.Models {
+			t, err := overrun.New(oc)
+			if err != nil {
+				return nil, fmt.Errorf("service: %w", err)
+			}
+			s.overruns = append(s.overruns, t)
+		}
+	}
 	rc := rt.Config{
 		Rank:        scheduler.RankConfig{Models: len(cfg.Models), GPUs: cfg.MaxGPUs, Policy: cfg.Policy, ScheduleAhead: cfg.ScheduleAhead, Delays: cfg.Delays, StartOffline: true},
 		WakeupSlack: cfg.WakeupSlack,
@@ -847,6 +884,9 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	}
 	if m.FinishedAt != 0 {
 		r.Started, r.Finished = s.toSched(m.StartedAt), s.toSched(m.FinishedAt)
+		if r.Ran > 0 && s.overruns != nil {
+			s.observeOverrun(sp.model, r.Finished.Sub(r.Started), r.Ran)
+		}
 	}
 	// The correction goes out under the lock, so that it reaches the rank
 	// before the return of any plan made after this report.
@@ -856,6 +896,21 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 		s.sched.CorrectFreeAt(g, freeAt)
 	}
 	s.maybeLeaveOK(b)
+}
+
+// observeOverrun records that a batch of model ran for ran against its
+// profile's planned, and hands the model's ModelThread its new tail factor
+// when that changes. Called with s.mu held.
+func (s *Service) observeOverrun(model scheduler.ModelID, ran, planned time.Duration) {
+	f, changed := s.overruns[model].Observe(ran, planned)
+	if !changed {
+		return
+	}
+	if err := s.sched.SetTailFactor(model, f); err != nil {
+		s.log.Error().Err(err).Msg("tail factor")
+		return
+	}
+	s.log.Debug().Str("model", s.cfg.Models[model].Name).Float64("tail_factor", f).Msg("batches overrun their profile: deadlines planned with the tail factor")
 }
 
 // enable brings GPUs of b back into rotation after a stall. Called with

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/symphony-serving/symphony/scheduler"
+	"github.com/symphony-serving/symphony/scheduler/overrun"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/service/servicetest"
 	"github.com/symphony-serving/symphony/tensor"
@@ -542,5 +543,47 @@ func TestWelcomeTensors(t *testing.T) {
 		if !tensor.EqualSpecs(m.Inputs, in) || !tensor.EqualSpecs(m.Outputs, out) || n.Inputs != nil || n.Outputs != nil {
 			t.Errorf("announced %v → %v and %v → %v", m.Inputs, m.Outputs, n.Inputs, n.Outputs)
 		}
+	}
+}
+
+// Batches that run three times their profile raise the model's tail
+// factor to its cap, 2, and from then on every plan leaves room for a
+// batch twice its ℓ(b) before its deadline: a batch that fits only on the
+// profile's latency is not formed.
+func TestOverrunsRaiseTheTailFactor(t *testing.T) {
+	slow := profile.MustLinear(5*time.Millisecond, 5*time.Millisecond, 8) // ℓ(8) = 45ms
+	f := startFake(t, func(c *Config) {
+		c.Models = []Model{{Name: "slow", Profile: slow, SLO: time.Second}}
+		c.Policy = scheduler.PolicyWorkConserving // a plan per task, at once
+	})
+	b := f.readyBackend(t, "b1", 1)
+	fe := f.frontend(t, "f1")
+	if got := f.stats().TailFactors["slow"]; got != 1 {
+		t.Fatalf("tail factor before any batch: %v, want 1", got)
+	}
+	every := overrun.Default().Every
+	for i := range every {
+		fe.Submit(t, servicetest.Task(uint64(i+1), 0, soon))
+		p := b.Plan(t)
+		ran := 3 * slow.Latency(len(p.Tasks))
+		now := time.Now().UnixNano()
+		b.Ran(t, p, now-int64(ran), now)
+	}
+	if got := f.stats().TailFactors["slow"]; got != 2 {
+		t.Fatalf("tail factor after %d batches at 3·ℓ(b): %v, want the cap 2", every, got)
+	}
+	// Eight tasks due in 80ms: on ℓ(b) all eight would fit (45ms), at
+	// 2·ℓ(b) at most six.
+	first := uint64(every + 1)
+	var tasks []wire.Task
+	for i := range 8 {
+		tasks = append(tasks, servicetest.Task(first+uint64(i), 0, 80*time.Millisecond))
+	}
+	fe.Submit(t, tasks...)
+	p := b.Plan(t)
+	run := 2 * slow.Latency(len(p.Tasks))
+	if p.ExecAt+int64(run) > p.Deadline-int64(f.cfg.Delays.Result) {
+		t.Fatalf("plan of %d tasks starts %v before its deadline: no room for 2·ℓ(%d) = %v and the result delay %v",
+			len(p.Tasks), time.Duration(p.Deadline-p.ExecAt), len(p.Tasks), run, f.cfg.Delays.Result)
 	}
 }

@@ -24,6 +24,7 @@ type Source interface {
 type collector struct {
 	src     Source
 	metrics []metric
+	tail    *prometheus.Desc
 }
 
 type metric struct {
@@ -58,6 +59,7 @@ func NewCollector(src Source) prometheus.Collector {
 	add("resubmitted_requests_total", "Requests whose plan could not reach its backend (it had left or drained) and went back to their model's queue.", counter, func(s *service.Stats) float64 { return float64(s.Resubmitted) })
 	add("suppressed_log_lines_total", "Warnings that repeat per request or GPU, held back by the log's rate limit.", counter, func(s *service.Stats) float64 { return float64(s.SuppressedLogs) })
 	add("wakeup_lead_seconds", "How early the rank loop's timers fire: the measured lateness of its timers.", gauge, func(s *service.Stats) float64 { return s.WakeupLead.Seconds() })
+	c.tail = prometheus.NewDesc("symphony_scheduler_tail_factor", "The factor by which a model's deadlines are planned beyond its profile's ℓ(b): a high quantile of its batches' real run time over ℓ(b) (1: they keep to the profile).", []string{"model"}, nil)
 	return c
 }
 
@@ -65,12 +67,16 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics {
 		ch <- m.desc
 	}
+	ch <- c.tail
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.src.Snapshot()
 	for _, m := range c.metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&st))
+	}
+	for model, f := range st.TailFactors {
+		ch <- prometheus.MustNewConstMetric(c.tail, prometheus.GaugeValue, f, model)
 	}
 }
 

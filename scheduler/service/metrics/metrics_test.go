@@ -17,7 +17,8 @@ func (f fixed) Snapshot() service.Stats { return service.Stats(f) }
 func TestHandlerExportsTheSnapshot(t *testing.T) {
 	src := fixed{Tasks: 7, Planned: 5, Plans: 2, Dropped: 1, Failed: 1, Orphaned: 3, Unsent: 8, Rejects: 4,
 		Frontends: 2, Backends: 3, OnlineGPUs: 12, PlansInFlight: 6, RankBusy: 1500 * time.Millisecond,
-		Stalls: 9, StalledGPUs: 4, Resubmitted: 11, WakeupLead: 250 * time.Microsecond}
+		Stalls: 9, StalledGPUs: 4, Resubmitted: 11, WakeupLead: 250 * time.Microsecond,
+		TailFactors: map[string]float64{"m": 1.25, "n": 1}}
 	rec := httptest.NewRecorder()
 	Handler(src).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != 200 {
@@ -45,6 +46,9 @@ func TestHandlerExportsTheSnapshot(t *testing.T) {
 		"symphony_scheduler_stalled_gpus 4\n",
 		"symphony_scheduler_resubmitted_requests_total 11\n",
 		"symphony_scheduler_wakeup_lead_seconds 0.00025\n",
+		"# TYPE symphony_scheduler_tail_factor gauge",
+		`symphony_scheduler_tail_factor{model="m"} 1.25` + "\n",
+		`symphony_scheduler_tail_factor{model="n"} 1` + "\n",
 		"go_goroutines ",
 	} {
 		if !strings.Contains(text, want) {
