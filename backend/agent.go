@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/symphony-serving/symphony/backend/cpupin"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,8 +61,17 @@ type Config struct {
 	// so that a stopped backend is told apart from an idle one. It must be
 	// well under the scheduler's stall timeout (100ms or more).
 	Heartbeat time.Duration
-	Backoff   transport.Backoff
-	Log       zerolog.Logger
+	// ExecutorCPUs, if set, gives each GPU's batches a CPU of their own:
+	// GPU i's runner (the goroutine that calls the Executor) is pinned to
+	// ExecutorCPUs[i], and every other thread of the process is kept off
+	// those CPUs (backend/cpupin). It is for executors that run on the
+	// CPU: a batch that shares its core with the backend's network
+	// goroutines, or with other processes, runs far slower than its
+	// profile at the tail. It needs Linux and one CPU per GPU, each one
+	// the process may run on, with at least one left for the rest.
+	ExecutorCPUs []int
+	Backoff      transport.Backoff
+	Log          zerolog.Logger
 }
 
 // DefaultHeartbeat is Config.Heartbeat's default: five beats in the
@@ -89,6 +99,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("backend: %d bytes of RDMA receive buffers, want at least 1 MiB", c.ReceiveBytes)
 	case c.Heartbeat <= 0:
 		return fmt.Errorf("backend: heartbeat period %v must be positive", c.Heartbeat)
+	case len(c.ExecutorCPUs) > 0 && len(c.ExecutorCPUs) != c.GPUs:
+		return fmt.Errorf("backend: %d executor CPUs for %d GPUs: give one per GPU", len(c.ExecutorCPUs), c.GPUs)
+	case len(c.ExecutorCPUs) > 0 && !cpupin.Supported:
+		return errors.New("backend: executor CPUs need Linux")
 	}
 	return c.Backoff.Validate()
 }
@@ -233,6 +247,11 @@ func Start(cfg Config) (*Agent, error) {
 	if cfg.Executor == nil {
 		cfg.Executor = NewEmulated()
 	}
+	if len(cfg.ExecutorCPUs) > 0 {
+		if err := cpupin.Reserve(cfg.ExecutorCPUs); err != nil {
+			return nil, fmt.Errorf("backend: executor CPUs: %w", err)
+		}
+	}
 	// Nonblocking: a full pool must not stall the scheduler connection's
 	// handler; startPlan then pulls on a goroutine of its own.
 	pool, err := ants.NewPool(cfg.Pullers, ants.WithNonblocking(true))
@@ -275,11 +294,33 @@ func Start(cfg Config) (*Agent, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.life, a.stop = ctx, cancel
 	var wg sync.WaitGroup
+	pinned := make(chan error, cfg.GPUs)
 	for i := 0; i < cfg.GPUs; i++ {
 		w := &gpuWorker{index: i, depth: cfg.QueueDepth, ready: make(chan struct{}, 1), slowdown: 1}
 		a.gpus = append(a.gpus, w)
 		wg.Add(1)
-		go func() { defer wg.Done(); a.runGPU(ctx, w) }()
+		go func() {
+			defer wg.Done()
+			if len(cfg.ExecutorCPUs) > 0 {
+				err := cpupin.Pin(cfg.ExecutorCPUs[i])
+				pinned <- err
+				if err != nil {
+					return
+				}
+			}
+			a.runGPU(ctx, w)
+		}()
+	}
+	if len(cfg.ExecutorCPUs) > 0 {
+		for range cfg.GPUs {
+			if err := <-pinned; err != nil {
+				cancel()
+				wg.Wait()
+				pool.Release()
+				return nil, fmt.Errorf("backend: %w", err)
+			}
+		}
+		log.Info().Ints("executor_cpus", cfg.ExecutorCPUs).Msg("each GPU's batches run on a CPU of their own")
 	}
 	go func() {
 		transport.KeepDialing(ctx, cfg.Backoff, log, a.dialScheduler)

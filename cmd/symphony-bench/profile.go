@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"text/tabwriter"
 	"time"
 
+	"github.com/symphony-serving/symphony/backend/cpupin"
 	"github.com/symphony-serving/symphony/backend/onnx"
 	"github.com/symphony-serving/symphony/backend/profiler"
 	"github.com/symphony-serving/symphony/bench/report"
@@ -29,6 +31,7 @@ type profileReport struct {
 	Kept      string         `json:"kept"` // "linear" or "table"
 	Written   bool           `json:"written"`
 	Threads   int            `json:"intra_op_threads"`
+	CPU       int            `json:"executor_cpu"` // -1: not pinned
 }
 
 type profilePoint struct {
@@ -55,6 +58,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	retries := fs.Int("retries", 3, fmt.Sprintf("measure again, up to this many times, each batch size whose median exceeds a larger batch's by more than %g%% (a disturbance: only the lowest median is kept)", 100*outOfOrderTolerance))
 	tolerance := fs.Float64("tolerance", 0.1, "keep the linear fit α·b+β where it is within this fraction of every median, else the measured table")
 	threads := fs.Int("intra-op-threads", 1, "ONNX Runtime threads per batch, as the backend will run it")
+	cpu := fs.Int("executor-cpu", -1, "measure on this CPU alone, as symphony backend --executor-cpus runs batches (Linux; with --intra-op-threads 1); -1: wherever the kernel runs it")
 	lib := fs.String("onnxruntime-lib", "", "ONNX Runtime's library (default: $"+onnx.LibraryEnv+", else "+onnx.FetchedLibrary+")")
 	dryRun := fs.Bool("dry-run", false, "measure and print, but leave config.yaml alone")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -67,6 +71,9 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	}
 	if *runs < 1 || *warmup < 0 || *tolerance < 0 || *retries < 0 {
 		return cli.UsageErr("--runs must be at least 1, --warmup, --retries and --tolerance not negative")
+	}
+	if *cpu >= 0 && *threads != 1 {
+		return cli.UsageErr("--executor-cpu pins the thread that calls ONNX Runtime: give --intra-op-threads 1")
 	}
 	rm, err := serving.ReadRepoModel(*repo, *name)
 	if err != nil {
@@ -91,6 +98,17 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 			binary.LittleEndian.PutUint32(inputs[i][j:], math.Float32bits(float32(math.Sin(float64(i*inBytes+j)))))
 		}
 	}
+	if *cpu >= 0 {
+		// The measuring goroutine's thread on the CPU, everything else off
+		// it: as the backend runs a GPU's batches.
+		if err := cpupin.Reserve([]int{*cpu}); err != nil {
+			return err
+		}
+		if err := cpupin.Pin(*cpu); err != nil {
+			return err
+		}
+		defer runtime.UnlockOSThread()
+	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	log := cli.NewLogger(stderr, *asJSON)
@@ -110,7 +128,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := profileReport{Model: *name, Config: rm.Config, AlphaMs: report.Ms(fit.Alpha), BetaMs: report.Ms(fit.Beta), MaxRelErr: fit.MaxRelErr, Threads: *threads, Kept: "table"}
+	rep := profileReport{Model: *name, Config: rm.Config, AlphaMs: report.Ms(fit.Alpha), BetaMs: report.Ms(fit.Beta), MaxRelErr: fit.MaxRelErr, Threads: *threads, CPU: *cpu, Kept: "table"}
 	var linear *profile.Fit
 	if fit.Kept {
 		rep.Kept, linear = "linear", &fit
