@@ -20,12 +20,18 @@
 #     summary.json / summary.csv.
 #
 # GPUS defaults to half the cores (at least 1): each backend GPU runs its
-# batches on one core, and the scheduler, the frontend and the load
-# generator get the rest; on a 2-core machine, one GPU and one core spare.
+# batches on one core of its own, the last GPUS cores (symphony backend
+# --executor-cpus; the profile is measured the same way, --executor-cpu),
+# and the scheduler, the frontend and the load generator run on the others
+# (taskset -c), as a GPU is no CPU that other processes share; on a 2-core
+# machine, CPU 1 runs the batches and CPU 0 everything else. PIN=0 leaves
+# every process wherever the kernel puts it (the figures without pinning).
 #
 # Usage: bench/scripts/onnx-acceptance.sh [OUT]      (default out/onnx-acceptance)
 # Environment: DURATION (60s) and WARMUP (10s) of each live run and the
-# simulator's; PROFILE_RUNS (30) timed batches per size; GPUS; LOAD (0.7).
+# simulator's; PROFILE_RUNS (30) timed batches per size; GPUS; LOAD (0.7);
+# PIN (1, above); TAIL_QUANTILE (the scheduler's --tail-quantile; unset: its
+# default; 0 plans deadlines on the profile alone).
 # A smoke test: DURATION=5s WARMUP=2s PROFILE_RUNS=5 bench/scripts/onnx-acceptance.sh
 # Exit status: 0 when every target is met, 3 when one is missed, else an error.
 set -euo pipefail
@@ -36,6 +42,9 @@ profile_runs=${PROFILE_RUNS:-30}
 cores=$(nproc)
 gpus=${GPUS:-$(( cores / 2 > 0 ? cores / 2 : 1 ))}
 load=${LOAD:-0.7}
+pin=${PIN:-1}
+sched_flags=()
+[[ -n ${TAIL_QUANTILE:-} ]] && sched_flags=(--tail-quantile "$TAIL_QUANTILE")
 repo=.cache/models
 model=resnet
 bin=bin/symphony
@@ -53,15 +62,25 @@ if [[ -z "${SYMPHONY_ONNXRUNTIME_LIB:-}" || ! -f "${SYMPHONY_ONNXRUNTIME_LIB}" ]
 fi
 make -s models
 # The machine's state, beside the figures it produced.
-python3 - "$out/machine.json" "$cores" "$gpus" <<'EOF'
+python3 - "$out/machine.json" "$cores" "$gpus" "$pin" "${TAIL_QUANTILE:-default}" <<'EOF'
 import json, os, platform, sys, time
 json.dump({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "cpus": int(sys.argv[2]),
-           "backend_gpus": int(sys.argv[3]), "loadavg_at_start": os.getloadavg(), "kernel": platform.release()},
+           "backend_gpus": int(sys.argv[3]), "executor_cpus_pinned": sys.argv[4] == "1", "tail_quantile": sys.argv[5],
+           "loadavg_at_start": os.getloadavg(), "kernel": platform.release()},
           open(sys.argv[1], "w"), indent=2)
 EOF
 
-log "profile $model (one intra-op thread, $profile_runs runs per batch size)"
-"$bench" profile --model-repo "$repo" --model "$model" --intra-op-threads 1 --runs "$profile_runs" \
+# The executor's CPUs (the last $gpus) and the others'.
+others=() exec_cpus=() profile_pin=()
+if [[ $pin == 1 ]]; then
+  (( gpus < cores )) || { echo "PIN=1 needs a core beside the GPUs' $gpus: have $cores (give GPUS, or PIN=0)" >&2; exit 1; }
+  exec_cpus=(--executor-cpus "$(seq -s, $((cores - gpus)) $((cores - 1)))")
+  others=(taskset -c "$(seq -s, 0 $((cores - gpus - 1)))")
+  profile_pin=(--executor-cpu $((cores - 1)))
+fi
+
+log "profile $model (one intra-op thread, $profile_runs runs per batch size${profile_pin[1]:+, on CPU ${profile_pin[1]}})"
+"$bench" profile --model-repo "$repo" --model "$model" --intra-op-threads 1 --runs "$profile_runs" "${profile_pin[@]}" \
   --json --plot "$out" >"$out/profile.json" 2>"$out/profile.log"
 "$bench" models workload --model-repo "$repo" --model "$model" --gpus "$gpus" --load "$load" \
   --duration "$duration" --warmup "$warmup" -o "$out/workload-70.yaml"
@@ -73,17 +92,17 @@ pids=()
 cleanup() { [[ ${#pids[@]} -gt 0 ]] && kill -TERM "${pids[@]}" 2>/dev/null; wait 2>/dev/null || true; }
 trap cleanup EXIT
 log "scheduler on $addr, backend with $gpus GPU(s)"
-"$bin" scheduler --model-repo "$repo" --addr "$addr" >"$out/scheduler.log" 2>&1 & pids+=($!)
+"${others[@]}" "$bin" scheduler --model-repo "$repo" --addr "$addr" "${sched_flags[@]}" >"$out/scheduler.log" 2>&1 & pids+=($!)
 for _ in $(seq 100); do grep -q "listening" "$out/scheduler.log" && break; sleep 0.1; done
 grep -q "listening" "$out/scheduler.log" || { echo "the scheduler did not listen within 10s; see $out/scheduler.log" >&2; exit 1; }
-"$bin" backend --executor onnx --model-repo "$repo" --intra-op-threads 1 --gpus "$gpus" \
+"$bin" backend --executor onnx --model-repo "$repo" --intra-op-threads 1 --gpus "$gpus" "${exec_cpus[@]}" \
   --scheduler "$addr" --name onnx-backend >"$out/backend.log" 2>&1 & pids+=($!)
 for _ in $(seq 300); do grep -q "registered" "$out/backend.log" && break; sleep 0.1; done
 grep -q "registered" "$out/backend.log" || { echo "the backend did not register within 30s; see $out/backend.log" >&2; exit 1; }
 
 run_bench() { # name workload
   log "symphony bench: $1"
-  "$bin" bench -f "$2" --scheduler "$addr" --json --quiet --csv "$out/$1.csv" --plot "$out/$1" >"$out/$1.json"
+  "${others[@]}" "$bin" bench -f "$2" --scheduler "$addr" --json --quiet --csv "$out/$1.csv" --plot "$out/$1" >"$out/$1.json"
 }
 run_bench live-70 "$out/workload-70.yaml"
 
@@ -124,7 +143,8 @@ targets = [
      f'{g["goodput_rps"]:.1f} / {sim_goodput:.1f} = {g["goodput_rps"] / sim_goodput if sim_goodput else 0:.3f}'),
 ]
 fmt = lambda v, f: "-" if v is None else format(v, f)
-print(f'ONNX acceptance: {model} on {machine["backend_gpus"]} backend GPU(s), {machine["cpus"]} cores, '
+print(f'ONNX acceptance: {model} on {machine["backend_gpus"]} backend GPU(s) '
+      f'({"a core of their own each" if machine["executor_cpus_pinned"] else "cores not pinned"}; tail quantile {machine["tail_quantile"]}), {machine["cpus"]} cores, '
       f'load average {machine["loadavg_at_start"][0]:.2f} at the start ({machine["host"]}, {machine["time"]})')
 print(f'{"run":34} {"offered rps":>11} {"goodput rps":>11} {"bad %":>6} {"p99 ms":>7} {"batch":>6} {"batches":>8} {"ℓ p50":>6} {"ℓ p99":>6}')
 for r in rows:
