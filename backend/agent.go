@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/symphony-serving/symphony/backend/cpupin"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,6 +31,7 @@ import (
 	"github.com/panjf2000/ants/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/backend/cpupin"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/ratelog"
 	"github.com/symphony-serving/symphony/transport/rdma"
