@@ -20,11 +20,10 @@ const Supported = true
 // its threads from unpinned ones.
 //
 // It keeps GOMAXPROCS where it was. The runtime would lower it to the CPUs
-// left to the process's threads, yet each pinned thread needs a P of its
-// own whenever it runs Go code between two batches: with one P fewer, the
-// pinned threads and the network goroutines take turns at the same Ps,
-// and a batch's results wait for a P (on a 2-core machine, 15ms at the
-// tail: docs/benchmarks.md, "The benchmark ResNet").
+// left to the process's threads (on a 2-core machine, to 1), yet each
+// pinned thread needs a P of its own whenever it runs Go code between two
+// batches: with one P fewer, the pinned threads and the network
+// goroutines take turns at the same Ps.
 func Reserve(cpus []int) error {
 	// A positive value also stops the runtime's own updates of it.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
