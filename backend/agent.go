@@ -570,11 +570,17 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	// One Read per frontend, each on a pool task of its own, sent at
 	// once: a frontend that answers late then holds up only its own
 	// requests, and the worker can run the others.
+	// The pulls last until the last request's finish-by: an input that
+	// comes after the earliest deadline still serves the requests due
+	// later (the GPU may reach the plan late, a frontend may answer
+	// late), and lateHeads drops those that no input could save.
 	byFrontend := map[uint32][]int{}
+	lastFinishBy := p.Deadline
 	for i := range p.Tasks {
 		byFrontend[p.Tasks[i].Frontend] = append(byFrontend[p.Tasks[i].Frontend], i)
+		lastFinishBy = max(lastFinishBy, p.Tasks[i].FinishBy)
 	}
-	ctx, cancel := context.WithDeadline(a.life, time.Unix(0, p.Deadline))
+	ctx, cancel := context.WithDeadline(a.life, time.Unix(0, lastFinishBy))
 	j.cancelPulls = cancel
 	j.remaining = len(byFrontend)
 	for fid, idx := range byFrontend {

@@ -349,3 +349,27 @@ func TestRetiredPlansAreSkippedAndMakeRoom(t *testing.T) {
 		}
 	}
 }
+
+// An input that arrives after the plan's earliest deadline still serves
+// the requests due later: the pulls last until the last request's
+// finish-by, not the first's. Only the head, which no input could save
+// any more, is dropped.
+func TestLateInputStillServesLaterDeadlines(t *testing.T) {
+	r := newLateRig(t)
+	now := r.plan(t, 30*time.Millisecond, 400*time.Millisecond)
+	// The frontend answers only after the head's finish-by has passed.
+	<-time.After(time.Until(now.Add(60 * time.Millisecond)))
+	close(r.gate)
+	got := map[uint64]wire.Result{}
+	for len(got) < 2 {
+		for _, res := range r.next(t).Results {
+			got[res.ID] = res
+		}
+	}
+	if head := got[0]; head.Code != wire.EndDropDeadline {
+		t.Errorf("the head (due at 30ms, its input at 60ms): %+v, want a deadline drop", head)
+	}
+	if tail := got[1]; tail.Code != 0 || len(tail.Output) == 0 {
+		t.Errorf("the request due at 400ms, its input at 60ms: %+v, want its result", tail)
+	}
+}
