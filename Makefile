@@ -3,13 +3,18 @@ GO      ?= go
 BIN     := bin/symphony
 PKGS    := ./...
 
-.PHONY: build test lint bench demo experiments fuzz clean onnxruntime models onnx-acceptance
+.PHONY: build test lint bench demo experiments fuzz clean onnxruntime models onnx-acceptance proto
 
 # The production binary and the bench harness, side by side: symphony runs
 # its bench commands (sim, demo, bench) through symphony-bench.
+# -buildvcs=auto stamps the commit into the binaries (symphony --version,
+# the build-info metric) even where GOFLAGS turns it off; VERSION, if set
+# (a release tag, or the image build's, which has no .git), names it too.
+VERSION ?=
+BUILDFLAGS = -buildvcs=auto $(if $(VERSION),-ldflags "-X github.com/symphony-serving/symphony/cmd/internal/daemon.version=$(VERSION)")
 build:
-	$(GO) build -o $(BIN) ./cmd/symphony
-	$(GO) build -o bin/symphony-bench ./cmd/symphony-bench
+	$(GO) build $(BUILDFLAGS) -o $(BIN) ./cmd/symphony
+	$(GO) build $(BUILDFLAGS) -o bin/symphony-bench ./cmd/symphony-bench
 
 # The README's test command: every package, with the race detector.
 test:
@@ -45,6 +50,24 @@ models:
 # the simulator's; for a quiet machine. Results in out/onnx-acceptance.
 onnx-acceptance:
 	bench/scripts/onnx-acceptance.sh
+
+# The gRPC protocol's Go code in frontend/gateway/inferencepb, generated
+# from its inference.proto and committed (CI does not run protoc): run
+# this after editing the .proto. protoc is the system's (apt-get install
+# protobuf-compiler: 3.21.12 on Debian 12), the two plugins are pinned and
+# installed into the git-ignored .cache/bin.
+PROTOC_VERSION             := 3.21.12
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+PROTO_BIN                  := $(CURDIR)/.cache/bin
+proto:
+	@protoc --version | grep -qx 'libprotoc $(PROTOC_VERSION)' || { echo "make proto: want protoc $(PROTOC_VERSION), have $$(protoc --version 2>&1)" >&2; exit 1; }
+	GOBIN=$(PROTO_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(PROTO_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH="$(PROTO_BIN):$$PATH" protoc --proto_path=. \
+	  --go_out=. --go_opt=paths=source_relative \
+	  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	  frontend/gateway/inferencepb/inference.proto
 
 # staticcheck (v0.8.2 is its 2026.2.2 release), pinned, on both builds (the rdma build's cgo files
 # included); .ci/run runs it before the tests.

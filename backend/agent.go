@@ -355,6 +355,24 @@ func (a *Agent) WaitReady(ctx context.Context) error {
 	}
 }
 
+// Ready reports whether the agent can take plans now: nil once its GPUs
+// are registered with the scheduler over a live connection, else why not
+// (not yet registered, the connection lost and being redialed, or
+// draining). It is what the backend's /readyz answers.
+func (a *Agent) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.draining:
+		return errors.New("draining")
+	case a.session == nil:
+		return fmt.Errorf("not registered with the scheduler at %s yet", a.cfg.SchedulerAddr)
+	case a.session.dead.Load():
+		return fmt.Errorf("connection to the scheduler at %s lost: reconnecting", a.cfg.SchedulerAddr)
+	}
+	return nil
+}
+
 // Close stops the agent at once, as a crash would: batches in flight are
 // abandoned and the scheduler fails their requests. It returns when every
 // goroutine has stopped: pulls in flight see their context end and return.

@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,11 @@ type Config struct {
 	Name string
 	// DataAddr is where backends read inputs from (default 127.0.0.1:0).
 	DataAddr string
+	// AdvertiseDataAddr, if set, is the address backends are told to dial
+	// for DataAddr's listener: needed when DataAddr binds every interface
+	// (0.0.0.0:7200) or sits behind NAT, as in a Kubernetes pod, where it
+	// is the pod's IP and the port. Empty: the listener's own address.
+	AdvertiseDataAddr string
 	// Network carries every connection.
 	Network transport.Network
 	// Preprocess, if set, runs on each input while its request waits.
@@ -89,6 +96,8 @@ func (c Config) Validate() error {
 		return errors.New("frontend: no network")
 	case c.RegionSize <= rdma.SlotSize(0) || c.MaxInputBytes < int64(c.RegionSize):
 		return fmt.Errorf("frontend: input store sizes must be over %d bytes, max >= region", rdma.SlotSize(0))
+	case c.AdvertiseDataAddr != "" && !validHostPort(c.AdvertiseDataAddr):
+		return fmt.Errorf("frontend: advertised data address %q: want HOST:PORT with a host and a non-zero port backends can dial", c.AdvertiseDataAddr)
 	case c.ReuseDelay < 0 || c.ReuseDelay > wire.MaxReuseDelay:
 		return fmt.Errorf("frontend: reuse delay %v not in [0, %v]", c.ReuseDelay, wire.MaxReuseDelay)
 	}
@@ -272,8 +281,25 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// DataAddr is where backends read this frontend's inputs.
-func (c *Client) DataAddr() string { return c.data.Addr() }
+// DataAddr is where backends read this frontend's inputs: the advertised
+// address if one is configured, else the listener's.
+func (c *Client) DataAddr() string {
+	if c.cfg.AdvertiseDataAddr != "" {
+		return c.cfg.AdvertiseDataAddr
+	}
+	return c.data.Addr()
+}
+
+// validHostPort reports whether addr is a dialable HOST:PORT: a host that
+// is not a wildcard and a port in 1..65535.
+func validHostPort(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p > 0 && p < 65536
+}
 
 // DataPath says how backends read this frontend's inputs, and why.
 func (c *Client) DataPath() rdma.Choice { return c.dataPath }
@@ -350,7 +376,7 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 			close(closed)
 		},
 	}
-	hello := &wire.Hello{Version: wire.Version, Role: wire.RoleFrontend, Name: c.cfg.Name, DataAddr: c.data.Addr()}
+	hello := &wire.Hello{Version: wire.Version, Role: wire.RoleFrontend, Name: c.cfg.Name, DataAddr: c.DataAddr()}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	conn, welcome, err := c.cfg.Network.Dial(dctx, c.cfg.SchedulerAddr, hello, h)
 	cancel()

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
+	"github.com/symphony-serving/symphony/cmd/internal/daemon"
 )
 
 const usage = `symphony: a centralized, low-latency batch scheduler for DNN inference on GPU clusters.
@@ -25,7 +26,13 @@ Usage:
   symphony scheduler [-f CONFIG] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
   symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]
   symphony frontend --scheduler ADDR [--http-addr ADDR]
-      The separate processes of a deployment (see README).
+      The separate processes of a deployment (see README). Each also takes
+      --config FILE, SYMPHONY_<FLAG> environment variables (precedence: flag >
+      environment > file), --print-config, --version, --log-format console|json
+      and --pprof-addr, and answers /livez and /readyz beside /metrics
+      (docs/operations.md).
+  symphony version
+      Print the version, commit and Go version of this binary.
   symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]
                [--time-limit D] [--solver cbc|glpsol|PATH] [--seed N]
       Split models into parts with balanced rate and memory (paper Appendix A).
@@ -68,6 +75,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, daemon.ReadBuild())
+		return 0
 	case "scheduler":
 		err = runScheduler(args[1:], stdout, stderr)
 	case "backend":

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"syscall"
 	"time"
@@ -20,6 +17,7 @@ import (
 	backmetrics "github.com/symphony-serving/symphony/backend/metrics"
 	"github.com/symphony-serving/symphony/backend/onnx"
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
+	"github.com/symphony-serving/symphony/cmd/internal/daemon"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
 	"github.com/symphony-serving/symphony/frontend/gatewayserver"
@@ -119,24 +117,18 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	maxGPUs := fs.Int("max-gpus", 0, "most GPUs the cluster may have (default: the file's limits.max_gpus, else 1024)")
 	drain := fs.Duration("drain", 0, "on SIGTERM, how long to wait for batches already sent to backends (default: the file's limits.drain_timeout, else the longest SLO plus 500ms; negative: none); a second signal cuts it short, a third exits")
 	control := fs.String("model-control-mode", "none", "none: every model starts loaded (READY); explicit: --model-repo's models start unloaded (UNAVAILABLE) except those --load-model names, and are loaded and unloaded through the frontends' POST /v2/repository/models/<m>/load and /unload (docs/model-repository.md)")
-	var loads []string
-	fs.Func("load-model", "with --model-control-mode explicit: a repository model to load at start (repeatable)", func(v string) error {
-		loads = append(loads, v)
-		return nil
-	})
+	var loads daemon.StringList
+	fs.Var(&loads, "load-model", "with --model-control-mode explicit: a repository model to load at start (repeatable)")
 	tailQuantile := fs.Float64("tail-quantile", overrun.Default().Quantile, "plan each model's deadlines for this quantile of its batches' real run time over the profile's ℓ(b), measured from the backends' reports (scheduler/overrun); 0: plan on ℓ(b) alone")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
-	verbose := fs.Bool("v", false, "log every connection and more")
-	if err := parseFlags(fs, args); err != nil {
+	metricsAddr := fs.String("metrics-addr", "", metricsAddrHelp)
+	common := daemon.AddFlags(fs, "log every connection and more")
+	if done, err := parseProcessFlags(fs, common, args, stdout); done || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if *tailQuantile < 0 || *tailQuantile > 1 {
 		return cli.UsageErr("--tail-quantile %v not in [0, 1]", *tailQuantile)
 	}
-	log := cli.ProcessLogger(stderr, *verbose)
+	log := common.Logger(stderr)
 	unloaded, err := unloadedAtStart(*control, *repo, loads)
 	if err != nil {
 		return err
@@ -173,20 +165,26 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	if *tailQuantile == 0 {
 		sc.TailQuantile = -1
 	}
-	metricsLn, err := listenMetrics(*metricsAddr)
+	metricsLn, err := daemon.Listen("metrics-addr", *metricsAddr)
 	if err != nil {
 		return err
 	}
 	if metricsLn != nil {
 		defer metricsLn.Close() // if the start fails before it is served
 	}
+	pprofSrv, err := common.ServePprof(log)
+	if err != nil {
+		return err
+	}
+	defer daemon.Shutdown(pprofSrv, time.Second)
 	svc, err := service.Start(sc)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "scheduler listening on %s (%d models, policy %v)\n", svc.Addr(), len(sc.Models), sc.Policy)
 	if metricsLn != nil {
-		srv := serveOn(metricsLn, metricsMux(schedmetrics.Handler(svc)), log)
+		health := daemon.Health{Live: probe(svc.Live), Ready: probe(svc.Ready)}
+		srv := daemon.Serve(metricsLn, daemon.AdminMux(health, schedmetrics.Handler(svc)), log)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
@@ -213,32 +211,26 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	ortLib := fs.String("onnxruntime-lib", "", "with --executor onnx: ONNX Runtime's libonnxruntime.so (default: $"+onnx.LibraryEnv+", else make onnxruntime's "+onnx.FetchedLibrary+")")
 	intraOp := fs.Int("intra-op-threads", 0, "with --executor onnx: threads per batch (0: ONNX Runtime's default)")
 	name := fs.String("name", "", "name in logs (default backend-PID)")
-	var execCPUs []int
-	fs.Func("executor-cpus", "give each GPU's batches a CPU of their own, as a list (1, or 2,3, or 4-7): GPU i's batches run on the i-th, and the backend's other threads stay off them (Linux; one per GPU; with --executor onnx, --intra-op-threads 1). Keep other processes off them too (taskset -c)", func(v string) (err error) {
-		execCPUs, err = cpupin.Parse(v)
-		return err
-	})
+	var execCPUs cpuList
+	fs.Var(&execCPUs, "executor-cpus", "give each GPU's batches a CPU of their own, as a list (1, or 2,3, or 4-7): GPU i's batches run on the i-th, and the backend's other threads stay off them (Linux; one per GPU; with --executor onnx, --intra-op-threads 1). Keep other processes off them too (taskset -c)")
 	dp := cli.AddDataPathFlags(fs)
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
+	metricsAddr := fs.String("metrics-addr", "", metricsAddrHelp)
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, the longest to wait for the plans held to finish and their results to go out before exiting; a second signal cuts it short")
-	verbose := fs.Bool("v", false, "log more")
-	if err := parseFlags(fs, args); err != nil {
+	common := daemon.AddFlags(fs, "log more")
+	if done, err := parseProcessFlags(fs, common, args, stdout); done || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if *drain <= 0 {
 		return cli.UsageErr("--drain must be positive")
 	}
-	log := cli.ProcessLogger(stderr, *verbose)
+	log := common.Logger(stderr)
 	bc := backend.Default()
 	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, cli.NewNetwork(log)
 	bc.DataPath = dp.Config()
 	bc.Name = cli.ProcessName(*name, "backend")
-	bc.ExecutorCPUs = execCPUs
-	if len(execCPUs) > 0 && len(execCPUs) != *gpus {
-		return cli.UsageErr("--executor-cpus names %d CPUs for --gpus %d: give one per GPU", len(execCPUs), *gpus)
+	bc.ExecutorCPUs = execCPUs.cpus
+	if len(execCPUs.cpus) > 0 && len(execCPUs.cpus) != *gpus {
+		return cli.UsageErr("--executor-cpus names %d CPUs for --gpus %d: give one per GPU", len(execCPUs.cpus), *gpus)
 	}
 	switch *executor {
 	case "emulated":
@@ -246,7 +238,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 		if *repo == "" {
 			return cli.UsageErr("--executor onnx needs --model-repo")
 		}
-		if len(execCPUs) > 0 && *intraOp != 1 {
+		if len(execCPUs.cpus) > 0 && *intraOp != 1 {
 			return cli.UsageErr("--executor-cpus pins the thread that calls ONNX Runtime: give --intra-op-threads 1 (ONNX Runtime's own threads would run off the pinned CPUs)")
 		}
 		ex, err := onnx.New(onnx.Config{Library: *ortLib, Repository: *repo, IntraOpThreads: *intraOp})
@@ -258,19 +250,27 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	default:
 		return cli.UsageErr("--executor %q: want emulated or onnx", *executor)
 	}
-	metricsLn, err := listenMetrics(*metricsAddr)
+	metricsLn, err := daemon.Listen("metrics-addr", *metricsAddr)
 	if err != nil {
 		return err
 	}
 	if metricsLn != nil {
 		defer metricsLn.Close() // if the start fails before it is served
 	}
+	pprofSrv, err := common.ServePprof(log)
+	if err != nil {
+		return err
+	}
+	defer daemon.Shutdown(pprofSrv, time.Second)
 	a, err := backend.Start(bc)
 	if err != nil {
 		return err
 	}
 	if metricsLn != nil {
-		srv := serveOn(metricsLn, metricsMux(backmetrics.Handler(a.Stats())), log)
+		// Live while the process serves; ready while registered and not
+		// draining, so that a rolling restart waits for the new pod's GPUs.
+		health := daemon.Health{Ready: probe(a.Ready)}
+		srv := daemon.Serve(metricsLn, daemon.AdminMux(health, backmetrics.Handler(a.Stats())), log)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
@@ -318,23 +318,23 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8000", "address of the KServe v2 HTTP gateway")
 	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
+	advertise := fs.String("advertise-data-addr", "", "the `HOST:PORT` backends are told to dial for --data-addr, when that binds every interface or sits behind NAT (in Kubernetes: the pod's IP and the port; default: --data-addr's own address)")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
 	dp := cli.AddDataPathFlags(fs)
 	gc := addGatewayFlags(fs)
-	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address")
-	verbose := fs.Bool("v", false, "log more")
-	if err := parseFlags(fs, args); err != nil {
+	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address (which also answers /livez and /readyz)")
+	common := daemon.AddFlags(fs, "log more")
+	if done, err := parseProcessFlags(fs, common, args, stdout); done || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
 	if err := gc.Validate(); err != nil {
 		return cli.UsageErr("gateway flags: %v", err)
 	}
-	log := cli.ProcessLogger(stderr, *verbose)
+	log := common.Logger(stderr)
+	gc.Version = daemon.ReadBuild().Version
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, cli.NewNetwork(log)
+	fc.AdvertiseDataAddr = *advertise
 	fc.DataPath = dp.Config()
 	fc.Name = cli.ProcessName(*name, "frontend")
 	client, err := frontend.New(fc)
@@ -342,6 +342,11 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer client.Close()
+	pprofSrv, err := common.ServePprof(log)
+	if err != nil {
+		return err
+	}
+	defer daemon.Shutdown(pprofSrv, time.Second)
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	warnFileLimit(gc.MaxConnections, log)
@@ -391,39 +396,49 @@ func warnFileLimit(maxConns int, log zerolog.Logger) {
 	}
 }
 
-// serveOn serves h on ln in the background: the metrics endpoints of the
-// scheduler and backends.
-func serveOn(ln net.Listener, h http.Handler, log zerolog.Logger) *http.Server {
-	return serve(ln, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, log)
-}
+// metricsAddrHelp is --metrics-addr's help, the same for the scheduler and
+// the backends.
+const metricsAddrHelp = "serve Prometheus metrics on http://`ADDR`/metrics, and the probes /livez and /readyz (default: off)"
 
-// serve runs srv on ln in the background.
-func serve(ln net.Listener, srv *http.Server, log zerolog.Logger) *http.Server {
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("HTTP server stopped")
-		}
-	}()
-	return srv
-}
+// processSections are the sections of a config file (--config) that the
+// processes read: each reads its own and the top level.
+var processSections = []string{"scheduler", "backend", "frontend"}
 
-// listenMetrics binds --metrics-addr (nil for ""), before the process
-// starts its work, so that a taken port fails the start naming the flag.
-// The caller serves on it, which closes it.
-func listenMetrics(addr string) (net.Listener, error) {
-	if addr == "" {
-		return nil, nil
+// parseProcessFlags parses a process's command line, then fills in what
+// it left unset from SYMPHONY_* variables and the config file
+// (daemon.Flags.Resolve). done: --version or --print-config was answered.
+func parseProcessFlags(fs *flag.FlagSet, common *daemon.Flags, args []string, stdout io.Writer) (done bool, err error) {
+	if err := parseFlags(fs, args); err != nil {
+		return false, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	if fs.NArg() > 0 {
+		return false, cli.UsageErr("unexpected arguments %q", fs.Args())
+	}
+	done, err = common.Resolve(fs, stdout, os.LookupEnv, processSections)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
+		return false, cli.UsageErr("%v", err)
 	}
-	return ln, nil
+	return done, nil
 }
 
-// metricsMux serves h at /metrics.
-func metricsMux(h http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	return mux
+// probe adapts a process's readiness or liveness check to a daemon.Probe.
+func probe(check func() error) daemon.Probe {
+	return func(context.Context) error { return check() }
+}
+
+// cpuList is --executor-cpus: the CPUs as given, and parsed.
+type cpuList struct {
+	text string
+	cpus []int
+}
+
+func (l *cpuList) String() string { return l.text }
+
+func (l *cpuList) Set(v string) error {
+	cpus, err := cpupin.Parse(v)
+	if err != nil {
+		return err
+	}
+	l.text, l.cpus = v, cpus
+	return nil
 }

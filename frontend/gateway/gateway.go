@@ -211,6 +211,9 @@ func New(inf Inferer, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("/v2", only(http.MethodGet, g.serverMetadata))
 	g.mux.HandleFunc("/v2/health/live", only(http.MethodGet, g.live))
 	g.mux.HandleFunc("/v2/health/ready", only(http.MethodGet, g.ready))
+	// The probes every Symphony process answers, for Kubernetes.
+	g.mux.HandleFunc("/livez", only(http.MethodGet, g.livez))
+	g.mux.HandleFunc("/readyz", only(http.MethodGet, g.readyz))
 	for _, m := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
 		g.mux.HandleFunc(m, only(http.MethodGet, g.modelMetadata))
 		g.mux.HandleFunc(m+"/ready", only(http.MethodGet, g.modelReady))
@@ -263,6 +266,26 @@ func (g *Gateway) live(w http.ResponseWriter, _ *http.Request) {
 func (g *Gateway) ready(w http.ResponseWriter, _ *http.Request) {
 	ok := g.inf.Ready()
 	writeJSON(w, okOr503(ok), map[string]bool{"ready": ok})
+}
+
+// livez answers as every Symphony process's /livez does: "ok" while the
+// gateway serves.
+func (g *Gateway) livez(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+// readyz is /v2/health/ready in the plain form of every Symphony
+// process's /readyz: 503 while the frontend is not connected to its
+// scheduler, which is when it can run no request.
+func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !g.inf.Ready() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not ok: not connected to the scheduler")
+		return
+	}
+	fmt.Fprintln(w, "ok")
 }
 
 func (g *Gateway) modelReady(w http.ResponseWriter, r *http.Request) {

@@ -44,6 +44,13 @@ func TestServeUnconnected(t *testing.T) {
 	if code, _ := get("/v2/health/ready"); code == http.StatusOK {
 		t.Errorf("ready before the frontend is connected")
 	}
+	// The probes every process answers, in plain text.
+	if code, body := get("/livez"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("livez: %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not connected to the scheduler") {
+		t.Errorf("readyz before the frontend is connected: %d %q", code, body)
+	}
 	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "symphony_frontend") {
 		t.Errorf("metrics: %d %.200q", code, body)
 	}

@@ -462,6 +462,28 @@ func Start(cfg Config) (*Service, error) {
 // Addr is the address frontends and backends dial.
 func (s *Service) Addr() string { return s.ln.Addr() }
 
+// Live reports whether the service still answers: it takes the lock that
+// every connection's messages go through, so a service stuck holding it
+// never returns (the caller bounds the wait). The scheduler's /livez.
+func (s *Service) Live() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return nil
+}
+
+// Ready reports whether the service takes new frontends and backends: nil
+// until Close begins, then why not. The scheduler's /readyz. It does not
+// wait for backends: they find the scheduler through the address that
+// readiness gates.
+func (s *Service) Ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("stopping: draining the plans in flight")
+	}
+	return nil
+}
+
 // Close stops the service gracefully. It takes no new frontends or
 // backends and ends every queued request with a shutdown drop; then it
 // waits, up to Config.DrainTimeout, for the plans already sent to backends
