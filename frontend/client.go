@@ -190,6 +190,8 @@ type Client struct {
 	loopDone chan struct{}
 	stats    Stats
 	ctl      control
+	// onEnd, if set, sees every call as it ends (ObserveEnds).
+	onEnd atomic.Pointer[func(*Call)]
 }
 
 type modelEntry struct {
@@ -623,8 +625,22 @@ func (c *Client) failEarly(call *Call, err error) *Call {
 	call.Timing.Ended = time.Now()
 	c.stats.Submitted.Add(1)
 	c.stats.Failed.Add(1)
+	c.observe(call)
 	close(call.done)
 	return call
+}
+
+// ObserveEnds has f called with every call that ends from now on, once
+// each, after its Output, Err and Timing are set and before its Done
+// closes, so that a caller that saw Done also sees what f recorded
+// (metrics). f runs on the goroutine that ends the call and must not block
+// or keep the call.
+func (c *Client) ObserveEnds(f func(*Call)) { c.onEnd.Store(&f) }
+
+func (c *Client) observe(call *Call) {
+	if f := c.onEnd.Load(); f != nil {
+		(*f)(call)
+	}
 }
 
 // finish ends request id exactly once; later outcomes are counted as
@@ -664,6 +680,7 @@ func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
 	default:
 		c.stats.Failed.Add(1)
 	}
+	c.observe(call)
 	close(call.done)
 }
 

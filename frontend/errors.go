@@ -93,3 +93,52 @@ func (e *BackendError) Error() string {
 	}
 	return fmt.Sprintf("frontend: request for %q failed on backend %s: %s", e.Model, e.Backend, e.Cause)
 }
+
+// Outcome is how a request ended, as metrics count it: success, drop or
+// failure.
+type Outcome string
+
+// The outcomes of a request.
+const (
+	OutcomeSuccess Outcome = "success"
+	OutcomeDrop    Outcome = "drop"
+	OutcomeFailure Outcome = "failure"
+)
+
+// Classify names how a call that ended with err ended: its outcome, and
+// for a drop its DropReason, for a failure one word for its cause
+// (backend, not_connected, unknown_model, not_loaded, closed,
+// bad_deadline, refused, scheduler_lost, bad_input, store_full, other). The words are metric labels: a small,
+// fixed set.
+func Classify(err error) (Outcome, string) {
+	if err == nil {
+		return OutcomeSuccess, ""
+	}
+	if r, ok := IsDrop(err); ok {
+		return OutcomeDrop, string(r)
+	}
+	var be *BackendError
+	switch {
+	case errors.As(err, &be):
+		return OutcomeFailure, "backend"
+	case errors.Is(err, ErrNotConnected):
+		return OutcomeFailure, "not_connected"
+	case errors.Is(err, ErrUnknownModel):
+		return OutcomeFailure, "unknown_model"
+	case errors.Is(err, ErrClosed):
+		return OutcomeFailure, "closed"
+	case errors.Is(err, ErrBadDeadline):
+		return OutcomeFailure, "bad_deadline"
+	case errors.Is(err, ErrRefused):
+		return OutcomeFailure, "refused"
+	case errors.Is(err, ErrSchedulerLost):
+		return OutcomeFailure, "scheduler_lost"
+	case errors.Is(err, ErrBadInput):
+		return OutcomeFailure, "bad_input"
+	case errors.Is(err, ErrModelNotLoaded):
+		return OutcomeFailure, "not_loaded"
+	case errors.Is(err, ErrStoreFull):
+		return OutcomeFailure, "store_full"
+	}
+	return OutcomeFailure, "other"
+}

@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAutoscaleAdvise(t *testing.T) {
@@ -75,4 +78,86 @@ func TestAutoscaleReasons(t *testing.T) {
 			t.Errorf("%+v: reason %q, want it to mention %q", c.s, a.Reason, c.want)
 		}
 	}
+}
+
+// A window of 3 s over samples a second apart: the signals are the deltas
+// since the sample 3 s back, and the idle fraction weighs each GPU count by
+// how long it held.
+func TestSignalWindowByHand(t *testing.T) {
+	w := NewSignalWindow(3 * time.Second)
+	if sig := w.Signals(); sig != (Signals{}) {
+		t.Fatalf("empty window: %+v", sig)
+	}
+	sec := func(s int) Time { return Time(int64(s) * int64(time.Second)) }
+	for _, s := range []SignalSample{
+		{At: sec(0), Ended: 0, Bad: 0, GPUs: 2, Busy: 0},
+		{At: sec(1), Ended: 100, Bad: 0, GPUs: 2, Busy: 2 * time.Second}, // both busy
+		{At: sec(2), Ended: 200, Bad: 10, GPUs: 4, Busy: 3 * time.Second},
+		{At: sec(2), Ended: 999, Bad: 999, GPUs: 9, Busy: time.Hour}, // same time: ignored
+		{At: sec(3), Ended: 300, Bad: 10, GPUs: 4, Busy: 5 * time.Second},
+	} {
+		w.Add(s)
+	}
+	// From 0 s to 3 s: 300 ended, 10 bad; GPU time 2+2+4 = 8 s, busy 5 s.
+	want := Signals{GPUs: 4, Requests: 300, BadRate: 10.0 / 300, IdleFraction: 1 - 5.0/8}
+	if sig := w.Signals(); !closeSignals(sig, want) {
+		t.Errorf("at 3s: %+v, want %+v", sig, want)
+	}
+	w.Add(SignalSample{At: sec(4), Ended: 350, Bad: 40, GPUs: 4, Busy: 9 * time.Second})
+	// From 1 s to 4 s: 250 ended, 40 bad; GPU time 2+4+4 = 10 s, busy 7 s.
+	want = Signals{GPUs: 4, Requests: 250, BadRate: 40.0 / 250, IdleFraction: 1 - 7.0/10}
+	if sig := w.Signals(); !closeSignals(sig, want) {
+		t.Errorf("at 4s: %+v, want %+v", sig, want)
+	}
+	if a := DefaultAutoscaleConfig().Advise(w.Signals()); a.Action != ScaleAdd {
+		t.Errorf("16%% bad: %+v, want add", a)
+	}
+}
+
+// Against a recomputation from every sample kept, on random sample times
+// and counts: the window's signals are those of the latest sample and the
+// last one at or before it minus the window.
+func TestSignalWindowMatchesRecomputation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for run := 0; run < 50; run++ {
+		window := time.Duration(1+rng.IntN(20)) * 100 * time.Millisecond
+		w := NewSignalWindow(window)
+		var all []SignalSample
+		var s SignalSample
+		for i := 0; i < 200; i++ {
+			s.At += Time(1 + rng.Int64N(int64(300*time.Millisecond)))
+			ended := uint64(rng.IntN(50))
+			s.Ended += ended
+			s.Bad += uint64(rng.IntN(int(ended) + 1))
+			s.GPUs = 1 + rng.IntN(8)
+			s.Busy += time.Duration(rng.Int64N(int64(time.Second)))
+			w.Add(s)
+			all = append(all, s)
+			first := 0
+			for j := range all {
+				if all[j].At <= s.At.Add(-window) {
+					first = j
+				}
+			}
+			var gt time.Duration
+			for j := first + 1; j < len(all); j++ {
+				gt += time.Duration(all[j-1].GPUs) * all[j].At.Sub(all[j-1].At)
+			}
+			f := all[first]
+			want := Signals{GPUs: s.GPUs, Requests: s.Ended - f.Ended}
+			if want.Requests > 0 {
+				want.BadRate = float64(s.Bad-f.Bad) / float64(want.Requests)
+			}
+			if gt > 0 {
+				want.IdleFraction = math.Max(0, math.Min(1, 1-float64(s.Busy-f.Busy)/float64(gt)))
+			}
+			if got := w.Signals(); !closeSignals(got, want) {
+				t.Fatalf("run %d sample %d: %+v, want %+v", run, i, got, want)
+			}
+		}
+	}
+}
+
+func closeSignals(a, b Signals) bool {
+	return a.GPUs == b.GPUs && a.Requests == b.Requests && math.Abs(a.BadRate-b.BadRate) < 1e-12 && math.Abs(a.IdleFraction-b.IdleFraction) < 1e-12
 }

@@ -119,6 +119,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	control := fs.String("model-control-mode", "none", "none: every model starts loaded (READY); explicit: --model-repo's models start unloaded (UNAVAILABLE) except those --load-model names, and are loaded and unloaded through the frontends' POST /v2/repository/models/<m>/load and /unload (docs/model-repository.md)")
 	var loads daemon.StringList
 	fs.Var(&loads, "load-model", "with --model-control-mode explicit: a repository model to load at start (repeatable)")
+	adviceWindow := fs.Duration("advice-window", service.DefaultAdviceWindow, "how far back the live autoscaling advice (symphony_autoscale_* metrics) looks")
 	tailQuantile := fs.Float64("tail-quantile", overrun.Default().Quantile, "plan each model's deadlines for this quantile of its batches' real run time over the profile's ℓ(b), measured from the backends' reports (scheduler/overrun); 0: plan on ℓ(b) alone")
 	metricsAddr := fs.String("metrics-addr", "", metricsAddrHelp)
 	common := daemon.AddFlags(fs, "log every connection and more")
@@ -162,6 +163,10 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	sc := service.FromServing(cfg)
 	sc.Addr, sc.Network, sc.Log, sc.Unloaded = *addr, cli.NewNetwork(log), log, unloaded
 	sc.TailQuantile = *tailQuantile
+	if *adviceWindow <= 0 {
+		return cli.UsageErr("--advice-window must be positive")
+	}
+	sc.AdviceWindow = *adviceWindow
 	if *tailQuantile == 0 {
 		sc.TailQuantile = -1
 	}

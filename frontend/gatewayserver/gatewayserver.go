@@ -28,6 +28,7 @@ func Serve(client *frontend.Client, addr string, gc gateway.Config, withMetrics 
 	var m *frontmetrics.Metrics
 	if withMetrics {
 		m = frontmetrics.New(client.Stats())
+		client.ObserveEnds(m.Ended)
 		gc.Observe = m.Observe
 	}
 	gw, err := gateway.New(Inferer{client}, gc)

@@ -2,7 +2,9 @@
 // format: per model and status, the inference requests its KServe gateway
 // answered and how long they took, what its connection and in-flight caps
 // turned away, and the client's own end counts (answered, dropped,
-// failed), which cover embedded callers too.
+// failed), which cover embedded callers too; per model, every request's
+// outcome and reason and its queue, compute and end-to-end times (the
+// series docs/metrics.md lists beside their Triton counterparts).
 package metrics
 
 import (
@@ -23,7 +25,19 @@ type Metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	ends    *prometheus.CounterVec   // model, outcome, reason
+	queue   *prometheus.HistogramVec // model
+	compute *prometheus.HistogramVec // model
+	e2e     *prometheus.HistogramVec // model, outcome
 }
+
+// SLOBuckets are the latency histograms' bucket bounds, in seconds: 1, 2,
+// 3, 5 and 7.5 steps a decade from 0.5 ms to 2 s, so that a quantile
+// resolves any SLO from 1 ms to 1 s to within a step (Triton's summaries
+// and the paper's zoos' 5-500 ms SLOs included).
+var SLOBuckets = []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+	0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2}
 
 // New returns the metrics of the client whose counters stats holds
 // (Client.Stats()).
@@ -41,11 +55,30 @@ func New(stats *frontend.Stats) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15),
 		}, []string{"model", "code"}),
 	}
+	m.ends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "symphony_frontend_model_requests_total",
+		Help: "Requests ended, by model, outcome (success, drop, failure) and reason (a drop's: deadline, overload, shutdown, canceled, expired; a failure's: backend, not_connected, unknown_model, ...; \"\" for a success). Requests for a model not served count under model=\"\".",
+	}, []string{"model", "outcome", "reason"})
+	m.queue = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "symphony_frontend_queue_duration_seconds",
+		Help:    "Time from a request's submission to the start of the batch that ran it, by model: the scheduler's delay plus the input pull (Triton: queue time).",
+		Buckets: SLOBuckets,
+	}, []string{"model"})
+	m.compute = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "symphony_frontend_compute_duration_seconds",
+		Help:    "Run time of the batch that ran a request, on its GPU, by model (Triton: compute infer time).",
+		Buckets: SLOBuckets,
+	}, []string{"model"})
+	m.e2e = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "symphony_frontend_request_duration_seconds",
+		Help:    "Time from a request's submission to its end, by model and outcome: compare outcome=\"success\" with the SLO.",
+		Buckets: SLOBuckets,
+	}, []string{"model", "outcome"})
 	ends := func(name, help string, v func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "symphony_frontend_" + name, Help: help},
 			func() float64 { return float64(v()) })
 	}
-	m.reg.MustRegister(m.requests, m.duration,
+	m.reg.MustRegister(m.requests, m.duration, m.ends, m.queue, m.compute, m.e2e,
 		ends("submitted_requests_total", "Requests made (Infer and Go calls, those failed at once included); each ends answered, dropped or failed.", stats.Submitted.Load),
 		ends("answered_requests_total", "Requests that ended with a result.", stats.Answered.Load),
 		ends("dropped_requests_total", "Requests that ended with a drop (deadline, overload, shutdown, canceled, expired).", stats.Dropped.Load),
@@ -80,6 +113,27 @@ func (m *Metrics) Observe(model string, status int, took time.Duration) {
 	code := strconv.Itoa(status)
 	m.requests.WithLabelValues(model, code).Inc()
 	m.duration.WithLabelValues(model, code).Observe(took.Seconds())
+}
+
+// Ended records one request's end; it is what the client's ObserveEnds
+// calls.
+func (m *Metrics) Ended(c *frontend.Call) {
+	outcome, reason := frontend.Classify(c.Err)
+	model := c.Model
+	if reason == "unknown_model" {
+		model = "" // any name a caller sends would be a series of its own
+	}
+	m.ends.WithLabelValues(model, string(outcome), reason).Inc()
+	t := c.Timing
+	if !t.Submitted.IsZero() && !t.Ended.IsZero() {
+		m.e2e.WithLabelValues(model, string(outcome)).Observe(t.Ended.Sub(t.Submitted).Seconds())
+	}
+	if !t.Started.IsZero() && !t.Finished.IsZero() {
+		m.compute.WithLabelValues(model).Observe(t.Finished.Sub(t.Started).Seconds())
+		if !t.Submitted.IsZero() {
+			m.queue.WithLabelValues(model).Observe(max(t.Started.Sub(t.Submitted), 0).Seconds())
+		}
+	}
 }
 
 // Handler serves the metrics.

@@ -25,6 +25,8 @@ package service
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,8 +100,23 @@ type Config struct {
 	// (scheduler/overrun, ModelCore.SetTailFactor): 0 means
 	// overrun.Default's, a negative one plans on ℓ(b) alone.
 	TailQuantile float64
+	// AdviceWindow is how far back the live autoscaling advice looks
+	// (Stats.Advice, scheduler.SignalWindow); 0 means
+	// DefaultAdviceWindow.
+	AdviceWindow time.Duration
 	Log          zerolog.Logger
 }
+
+// DefaultAdviceWindow is Config.AdviceWindow's default: long enough that
+// a few hundred requests end in it at modest rates (the rule holds with
+// fewer than scheduler.DefaultAutoscaleConfig().MinRequests), short
+// enough to follow a load that changes by the minute.
+const DefaultAdviceWindow = time.Minute
+
+// adviceSamples is how many samples the advice's window holds: it is
+// sampled every AdviceWindow/adviceSamples (but no more often than the
+// watch loop ticks).
+const adviceSamples = 60
 
 // DefaultResultTrip is Config.ResultTrip's default: a result's trip on a
 // datacenter network or loopback, with room for a scheduling hiccup.
@@ -231,6 +248,13 @@ type Service struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+	// signals samples the counters for the autoscaling advice, and
+	// advice is its latest (under s.mu, from watchLoop); busyTotal is
+	// the GPU time every backend reported running batches.
+	signals    *scheduler.SignalWindow
+	nextSample scheduler.Time
+	advice     Advice
+	busyTotal  time.Duration
 }
 
 // Stats count what the service did, for tests and logs.
@@ -275,30 +299,58 @@ type Stats struct {
 	// model whose batches keep to their profile; nil with
 	// Config.TailQuantile negative.
 	TailFactors map[string]float64
+	// Models are the per-model counters, in the configuration's order.
+	Models []ModelStats
+	// GPUs are the GPUs of the backends connected now, in GPU order.
+	GPUs []GPUStats
+	// Advice is the §4.4 autoscaling rule applied to the last
+	// Config.AdviceWindow.
+	Advice Advice
+}
+
+// ModelStats count one model's requests as the scheduler saw them.
+type ModelStats struct {
+	Name string
+	// Tasks are the task descriptors received for the model.
+	Tasks uint64
+	// Plans are the batches sent to backends (Triton's execution count),
+	// and BatchSizes[b] how many of them held b requests (index 0 unused).
+	Plans      uint64
+	BatchSizes []uint64
+	// Dropped counts the model's requests the scheduler ended without
+	// running them, by reason: deadline, overload and shutdown (the rank's
+	// drops), not_loaded and bad_request (refused on arrival).
+	Dropped map[string]uint64
+	// Failed counts its planned requests that failed (backend lost,
+	// stalled, input unavailable, executor failure), and DroppedLate those
+	// their backend dropped for running too late.
+	Failed, DroppedLate uint64
+}
+
+// GPUStats is one GPU of a connected backend.
+type GPUStats struct {
+	ID      scheduler.GPUID
+	Backend string
+	// Online: its backend neither drains nor stalls.
+	Online bool
+	// Busy is the time it spent running batches, from its backend's
+	// reports, since its backend connected.
+	Busy time.Duration
+}
+
+// Advice is the live autoscaling advice: the signals of the last window
+// and what the rule makes of them.
+type Advice struct {
+	Window  time.Duration
+	Signals scheduler.Signals
+	scheduler.AutoscaleAdvice
 }
 
 // Snapshot returns a copy of the counters.
 func (s *Service) Snapshot() Stats {
 	s.mu.Lock()
 	inFlight := s.inFlight
-	// The cluster's gauges, from its state: a backend counts once its
-	// GPUs came online, a GPU is online while its backend neither drains
-	// nor stalls it.
-	var backends, online, stalled int
-	for b := range s.backends {
-		if !b.ready {
-			continue
-		}
-		backends++
-		for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
-			switch {
-			case s.watch.Stalled(g):
-				stalled++
-			case !b.leaving:
-				online++
-			}
-		}
-	}
+	backends, online, stalled, gpus := s.cluster(true)
 	var tails map[string]float64
 	if s.overruns != nil {
 		tails = make(map[string]float64, len(s.overruns))
@@ -306,16 +358,104 @@ func (s *Service) Snapshot() Stats {
 			tails[s.cfg.Models[i].Name] = t.Factor()
 		}
 	}
+	advice := s.advice
 	s.mu.Unlock()
 	busy, wall := s.sched.RankStats()
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	st := s.stats
-	st.TailFactors = tails
+	st.Models = make([]ModelStats, len(s.stats.Models))
+	for i, m := range s.stats.Models {
+		m.BatchSizes = slices.Clone(m.BatchSizes)
+		m.Dropped = maps.Clone(m.Dropped)
+		st.Models[i] = m
+	}
+	st.TailFactors, st.GPUs, st.Advice = tails, gpus, advice
 	st.PlansInFlight, st.RankBusy, st.RankWall, st.WakeupLead = inFlight, busy, wall, s.sched.Lead()
 	st.Backends, st.OnlineGPUs, st.StalledGPUs = backends, online, stalled
 	st.SuppressedLogs = s.suppressed.Load()
 	return st
+}
+
+// cluster counts the cluster from its state: a backend counts once its
+// GPUs came online, a GPU is online while its backend neither drains nor
+// stalls it. With list, it also lists those GPUs. Called with s.mu held.
+func (s *Service) cluster(list bool) (backends, online, stalled int, gpus []GPUStats) {
+	for b := range s.backends {
+		if b.ready {
+			backends++
+		}
+	}
+	for g := range s.gpus {
+		st := &s.gpus[g]
+		b := st.owner
+		if b == nil || !b.ready {
+			continue
+		}
+		id := scheduler.GPUID(g)
+		up := false
+		switch {
+		case s.watch.Stalled(id):
+			stalled++
+		case !b.leaving:
+			online++
+			up = true
+		}
+		if list {
+			gpus = append(gpus, GPUStats{ID: id, Backend: b.name, Online: up, Busy: st.busy})
+		}
+	}
+	return backends, online, stalled, gpus
+}
+
+// modelCount is a number of requests of one model, for per-model counts
+// gathered under s.mu and added under statsMu.
+type modelCount struct {
+	model scheduler.ModelID
+	n     int
+}
+
+// dropLabel is a rank drop's reason as ModelStats.Dropped names it: the
+// word a frontend hears (overload for a pruned request).
+func dropLabel(r scheduler.DropReason) string {
+	switch r {
+	case scheduler.DropPruned:
+		return "overload"
+	case scheduler.DropDeadline, scheduler.DropShutdown:
+		return r.String()
+	}
+	return "other"
+}
+
+// endLabel is a refusal on arrival as ModelStats.Dropped names it.
+func endLabel(c wire.EndCode) string {
+	switch c {
+	case wire.EndDropDeadline:
+		return "deadline"
+	case wire.EndModelNotLoaded:
+		return "not_loaded"
+	case wire.EndBadRequest:
+		return "bad_request"
+	}
+	return "other"
+}
+
+// sampleSignals feeds the autoscaling advice's window at now, at most
+// every AdviceWindow/adviceSamples, and renews the advice. Called with s.mu
+// held.
+func (s *Service) sampleSignals(now scheduler.Time) {
+	if now < s.nextSample {
+		return
+	}
+	s.nextSample = now.Add(max(s.cfg.AdviceWindow/adviceSamples, WatchPeriod))
+	s.statsMu.Lock()
+	ended := s.stats.Planned + s.stats.Dropped
+	bad := s.stats.Dropped + s.stats.Failed + s.stats.DroppedLate
+	s.statsMu.Unlock()
+	_, online, _, _ := s.cluster(false)
+	s.signals.Add(scheduler.SignalSample{At: now, Ended: ended, Bad: bad, GPUs: online, Busy: s.busyTotal})
+	sig := s.signals.Signals()
+	s.advice = Advice{Window: s.signals.Window(), Signals: sig, AutoscaleAdvice: scheduler.DefaultAutoscaleConfig().Advise(sig)}
 }
 
 func (s *Service) count(f func(*Stats)) {
@@ -349,6 +489,7 @@ type backendConn struct {
 type gpuState struct {
 	owner       *backendConn
 	outstanding map[uint64]sentPlan // plans sent and not yet reported free
+	busy        time.Duration       // time spent running batches, reported
 }
 
 // sentPlan is a plan sent to a backend and not yet reported.
@@ -379,6 +520,14 @@ func Start(cfg Config) (*Service, error) {
 	}
 	s.drained = sync.NewCond(&s.mu)
 	s.warn = ratelog.New(s.log, &s.suppressed)
+	if s.cfg.AdviceWindow <= 0 {
+		s.cfg.AdviceWindow = DefaultAdviceWindow
+	}
+	s.signals = scheduler.NewSignalWindow(s.cfg.AdviceWindow)
+	s.stats.Models = make([]ModelStats, len(cfg.Models))
+	for i, m := range cfg.Models {
+		s.stats.Models[i] = ModelStats{Name: m.Name, Dropped: map[string]uint64{}}
+	}
 	var longest time.Duration
 	for _, m := range cfg.Models {
 		longest = max(longest, m.SLO)
@@ -554,9 +703,11 @@ func (s *Service) drain() {
 		return
 	}
 	plans, n := s.inFlight, 0
+	var byModel []modelCount
 	for g := range s.gpus {
 		st := &s.gpus[g]
 		for id, sp := range st.outstanding {
+			byModel = append(byModel, modelCount{sp.model, len(sp.reqs)})
 			for _, r := range sp.reqs {
 				if f := s.frontends[r.e.frontend]; f != nil {
 					s.tell(f, wire.End{ID: r.e.id, Code: wire.EndDropShutdown, Detail: "plan unfinished when the scheduler stopped"})
@@ -569,7 +720,12 @@ func (s *Service) drain() {
 	}
 	s.log.Warn().Int("plans", plans).Int("requests", n).Msg("plans still in flight at shutdown: their requests end as shutdown drops")
 	s.inFlight = 0
-	s.count(func(st *Stats) { st.Dropped += uint64(n) })
+	s.count(func(st *Stats) {
+		st.Dropped += uint64(n)
+		for _, m := range byModel {
+			st.Models[m.model].Dropped["shutdown"] += uint64(m.n)
+		}
+	})
 }
 
 // planEnded books one plan out of flight, and its requests as ended for
@@ -708,12 +864,12 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 	// do. Only the tasks that pass count as pending (until they end, so
 	// that an unload waits for them), and only those go on to the table
 	// and the rank below, outside the lock.
-	var refused []bool // refused[i]: task i ended here, with its entry in ends
+	var refused []wire.EndCode // refused[i] != 0: task i ended here, so, with its entry in ends
 	refuse := func(i int, e wire.End) {
 		if refused == nil {
-			refused = make([]bool, len(sub.Tasks))
+			refused = make([]wire.EndCode, len(sub.Tasks))
 		}
-		refused[i] = true
+		refused[i] = e.Code
 		ends = append(ends, e)
 	}
 	s.mu.Lock()
@@ -749,7 +905,7 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 	s.mu.Unlock()
 	for i := range sub.Tasks {
 		t := &sub.Tasks[i]
-		if refused != nil && refused[i] {
+		if refused != nil && refused[i] != 0 {
 			continue
 		}
 		s.checkInputSize(int(t.Model), t.Input.Length)
@@ -761,7 +917,20 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 		run = append(run, scheduler.Request{ID: key, Frontend: f.id, Arrival: now, Deadline: s.toSched(t.Deadline)})
 	}
 	flush()
-	s.count(func(st *Stats) { st.Tasks += uint64(len(sub.Tasks)) })
+	s.count(func(st *Stats) {
+		st.Tasks += uint64(len(sub.Tasks))
+		for i := range sub.Tasks {
+			t := &sub.Tasks[i]
+			if int(t.Model) >= len(st.Models) {
+				continue
+			}
+			m := &st.Models[t.Model]
+			m.Tasks++
+			if refused != nil && refused[i] != 0 {
+				m.Dropped[endLabel(refused[i])]++
+			}
+		}
+	})
 	if len(ends) > 0 {
 		s.count(func(st *Stats) { st.Dropped += uint64(len(ends)) })
 		s.tell(f, ends...)
@@ -898,7 +1067,12 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 		s.planEnded(sp)
 		if m.Failed > 0 || m.Dropped > 0 {
 			// A retired plan's requests were counted when it was.
-			s.count(func(st *Stats) { st.Failed += uint64(m.Failed); st.DroppedLate += uint64(m.Dropped) })
+			s.count(func(st *Stats) {
+				st.Failed += uint64(m.Failed)
+				st.DroppedLate += uint64(m.Dropped)
+				st.Models[sp.model].Failed += uint64(m.Failed)
+				st.Models[sp.model].DroppedLate += uint64(m.Dropped)
+			})
 		}
 		if m.Ran > 0 {
 			r.Ran = s.cfg.Models[sp.model].Profile.Latency(int(m.Ran))
@@ -906,6 +1080,10 @@ func (s *Service) gpuFree(b *backendConn, m *wire.GPUFree) {
 	}
 	if m.FinishedAt != 0 {
 		r.Started, r.Finished = s.toSched(m.StartedAt), s.toSched(m.FinishedAt)
+		if ran := r.Finished.Sub(r.Started); ran > 0 && m.StartedAt != 0 {
+			st.busy += ran
+			s.busyTotal += ran
+		}
 		if r.Ran > 0 && s.overruns != nil {
 			s.observeOverrun(sp.model, r.Finished.Sub(r.Started), r.Ran)
 		}
@@ -1009,6 +1187,7 @@ func (s *Service) watchLoop() {
 		}
 		last = now
 		s.ctlTimeouts(now)
+		s.sampleSignals(now)
 		if s.watch.WakeAt() > now {
 			s.mu.Unlock()
 			continue
@@ -1031,6 +1210,7 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 	s.sched.DisableGPU(st.GPU)
 	detail := fmt.Sprintf("%s: GPU %d %s for %v", b.name, st.GPU, st.Why, now.Sub(st.Since).Round(time.Millisecond))
 	n := 0
+	var byModel []modelCount
 	retired := make([]uint64, 0, len(st.Retired))
 	for _, id := range st.Retired {
 		sp, ok := gs.outstanding[uint64(id)]
@@ -1040,6 +1220,7 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 		retired = append(retired, uint64(id))
 		delete(gs.outstanding, uint64(id))
 		s.planEnded(sp)
+		byModel = append(byModel, modelCount{sp.model, len(sp.reqs)})
 		for _, r := range sp.reqs {
 			if f := s.frontends[r.e.frontend]; f != nil {
 				s.tell(f, wire.End{ID: r.e.id, Code: wire.EndBackendStalled, Detail: detail})
@@ -1055,6 +1236,9 @@ func (s *Service) stalled(now scheduler.Time, st *gpuwatch.Stall) {
 	s.count(func(c *Stats) {
 		c.Stalls++
 		c.Failed += uint64(n)
+		for _, m := range byModel {
+			c.Models[m.model].Failed += uint64(m.n)
+		}
 	})
 	s.warn.Warn().Str("backend", b.name).Uint32("gpu", uint32(st.GPU)).Stringer("why", st.Why).
 		Str("since", now.Sub(st.Since).Round(time.Millisecond).String()).Int("requests_failed", n).
@@ -1070,12 +1254,14 @@ func (s *Service) backendGone(b *backendConn, err error) {
 	b.gone = true
 	delete(s.backends, b)
 	nlost := 0
+	var byModel []modelCount
 	for g := b.base; g < b.base+scheduler.GPUID(b.n); g++ {
 		for _, sp := range s.gpus[g].outstanding {
 			for _, r := range sp.reqs {
 				lost[r.e.frontend] = append(lost[r.e.frontend], wire.End{ID: r.e.id, Code: wire.EndBackendLost, Detail: b.name})
 				nlost++
 			}
+			byModel = append(byModel, modelCount{sp.model, len(sp.reqs)})
 			s.planEnded(sp)
 		}
 		s.gpus[g] = gpuState{}
@@ -1089,7 +1275,12 @@ func (s *Service) backendGone(b *backendConn, err error) {
 		}
 	}
 	s.mu.Unlock()
-	s.count(func(st *Stats) { st.Failed += uint64(nlost) })
+	s.count(func(st *Stats) {
+		st.Failed += uint64(nlost)
+		for _, c := range byModel {
+			st.Models[c.model].Failed += uint64(c.n)
+		}
+	})
 	ev := s.log.Warn()
 	if nlost == 0 && b.leaveOK {
 		ev = s.log.Info() // a drained backend leaving, as it said it would
@@ -1153,7 +1344,16 @@ func (s *Service) Planned(p *scheduler.BatchPlan) scheduler.Time {
 			freeAt = s.watch.Sent(p.GPU, p.ID, p.ExecAt, p.FinishAt.Sub(p.ExecAt))
 			// Counted with the plan in flight, so that no Snapshot
 			// (nor a report of the plan) sees one without the other.
-			s.count(func(c *Stats) { c.Planned += uint64(len(reqs)); c.Plans++ })
+			s.count(func(c *Stats) {
+				c.Planned += uint64(len(reqs))
+				c.Plans++
+				m := &c.Models[p.Model]
+				m.Plans++
+				for len(m.BatchSizes) <= len(reqs) {
+					m.BatchSizes = append(m.BatchSizes, 0)
+				}
+				m.BatchSizes[len(reqs)]++
+			})
 		}
 	}
 	// The orphans end here: no one waits for them.
@@ -1188,7 +1388,10 @@ func (s *Service) requeue(model scheduler.ModelID, ks []planned) {
 				ends[e.frontend] = append(ends[e.frontend], wire.End{ID: e.id, Code: wire.EndDropShutdown})
 			}
 		}
-		s.count(func(st *Stats) { st.Dropped += uint64(len(reqs)) })
+		s.count(func(st *Stats) {
+			st.Dropped += uint64(len(reqs))
+			st.Models[model].Dropped["shutdown"] += uint64(len(reqs))
+		})
 		s.mu.Lock()
 		s.settle(model, len(reqs))
 		for fid, es := range ends {
@@ -1216,7 +1419,12 @@ func (s *Service) Dropped(model scheduler.ModelID, d *scheduler.Drop) {
 	case scheduler.DropShutdown:
 		code = wire.EndDropShutdown
 	}
-	s.count(func(st *Stats) { st.Dropped++ })
+	s.count(func(st *Stats) {
+		st.Dropped++
+		if int(model) < len(st.Models) {
+			st.Models[model].Dropped[dropLabel(d.Reason)]++
+		}
+	})
 	s.mu.Lock()
 	f := s.frontends[e.frontend]
 	s.settle(model, 1)
