@@ -503,11 +503,27 @@ func (c *Client) modelOf(id uint64) string {
 // CallOption adjusts one request.
 type CallOption func(*callOptions)
 
-type callOptions struct{ deadline time.Time }
+type callOptions struct {
+	deadline time.Time
+	timeout  time.Duration
+	priority uint8
+}
 
 // WithDeadline shortens the request's deadline to d. A request may never
 // get a later deadline than its model's SLO allows; a later d is ignored.
 func WithDeadline(d time.Time) CallOption { return func(o *callOptions) { o.deadline = d } }
+
+// WithTimeout shortens the request's deadline to d after the call, as
+// Triton's timeout parameter does; like WithDeadline, it never lengthens
+// the model's SLO. A timeout of 0 or less is ignored.
+func WithTimeout(d time.Duration) CallOption { return func(o *callOptions) { o.timeout = d } }
+
+// WithPriority sends the request at priority level p: within its model's
+// queue a higher level is planned first and dropped last, and a GPU that
+// several models' prioritized requests wait for goes to the nearest
+// deadline among them (scheduler.Request.Priority). 0, the default, is the
+// lowest level.
+func WithPriority(p uint8) CallOption { return func(o *callOptions) { o.priority = p } }
 
 // Infer runs one request and waits for its output. Its deadline is the
 // model's SLO from now, shortened by ctx's deadline and WithDeadline.
@@ -546,6 +562,9 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	}
 	if !o.deadline.IsZero() && o.deadline.Before(call.deadline) {
 		call.deadline = o.deadline
+	}
+	if o.timeout > 0 && now.Add(o.timeout).Before(call.deadline) {
+		call.deadline = now.Add(o.timeout)
 	}
 	if !call.deadline.After(now) {
 		return c.failEarly(call, fmt.Errorf("%w: already passed", ErrBadDeadline))
@@ -610,7 +629,7 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 			ready(pre.Run(ctx, model, input, buf))
 		}()
 	}
-	task := wire.Task{ID: call.id, Model: m.id, Deadline: call.deadline.UnixNano(), Input: ref}
+	task := wire.Task{ID: call.id, Model: m.id, Deadline: call.deadline.UnixNano(), Input: ref, Priority: o.priority}
 	if !sess.submit.Add(task) {
 		// The session ended since the call joined it, and endSession has
 		// set the call to end at its deadline; it was never sent, so end it

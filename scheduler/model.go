@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,10 @@ type Candidate struct {
 	// Deadline is dl(reqs): when the earliest-deadline request's execution
 	// must have finished (its deadline less the result delay).
 	Deadline Time
+	// Priority is the highest priority level among the batch's requests
+	// (Request.Priority): the RankCore serves a higher one first when
+	// candidates compete for a GPU.
+	Priority Priority
 	// Version increases with every candidate a ModelCore publishes, so the
 	// RankCore can discard updates that a grant has overtaken.
 	Version uint64
@@ -145,7 +150,7 @@ func (c ModelConfig) Validate() error {
 type ModelCore struct {
 	cfg       ModelConfig
 	drop      DropPolicy
-	queue     requestQueue
+	queue     priorityQueue
 	rate      rateEstimator
 	cand      Candidate
 	published Candidate
@@ -172,6 +177,7 @@ func NewModelCore(cfg ModelConfig) (*ModelCore, error) {
 		cfg:       cfg,
 		drop:      cfg.Drop.resolve(cfg.Policy),
 		rate:      newRateEstimator(cfg.RateWindow),
+		queue:     priorityQueue{rateWindow: cfg.RateWindow},
 		wakeAt:    Never,
 		lastNow:   Past,
 		dispatch1: cfg.Delays.Dispatch(1),
@@ -253,7 +259,7 @@ func (m *ModelCore) Enqueue(now Time, reqs []Request) *ModelOutput {
 	now = m.clamp(now)
 	m.out.reset()
 	for i := range reqs {
-		m.queue.insert(reqs[i])
+		m.queue.insert(now, reqs[i])
 	}
 	m.rate.observe(now, len(reqs))
 	m.update(now, Past)
@@ -333,7 +339,20 @@ func (m *ModelCore) LargestBatch(now, gpuFreeAt Time, skip int) int {
 	}
 	now = MaxTime(now, m.lastNow)
 	hi := min(n-skip, m.cfg.Profile.MaxBatch())
-	return m.largestFitIn(now, gpuFreeAt, m.execDeadline(m.queue.at(skip)), 0, hi)
+	if !m.queue.multiLevel() {
+		return m.largestFitIn(now, gpuFreeAt, m.execDeadline(m.queue.at(skip)), 0, hi)
+	}
+	// Across levels the window is not in deadline order: each size is
+	// held to its own earliest deadline (which only falls as it grows).
+	k, dl := 0, Never
+	for k < hi {
+		dl = MinTime(dl, m.queue.at(skip+k).Deadline)
+		if !m.fits(now, gpuFreeAt, dl.Add(-m.cfg.Delays.Result), k+1) {
+			break
+		}
+		k++
+	}
+	return k
 }
 
 // plan moves the bs earliest-deadline requests into a batch on gpu that
@@ -341,7 +360,12 @@ func (m *ModelCore) LargestBatch(now, gpuFreeAt Time, skip int) int {
 // when the batch finishes.
 func (m *ModelCore) plan(now Time, gpu GPUID, bs int, execAt Time) Time {
 	start := len(m.out.requestBuf)
+	multi := m.queue.multiLevel()
 	m.out.requestBuf = m.queue.popInto(m.out.requestBuf, bs)
+	if multi {
+		// Taken level by level; the plan lists them in deadline order.
+		slices.SortStableFunc(m.out.requestBuf[start:], func(a, b Request) int { return cmp.Compare(a.Deadline, b.Deadline) })
+	}
 	m.nextPlan++
 	finish := execAt.Add(m.cfg.Profile.Latency(bs))
 	m.out.Plans = append(m.out.Plans, BatchPlan{
@@ -376,7 +400,7 @@ func (m *ModelCore) answer(ret GPUReturn) *ModelOutput {
 // last output stays m's.
 func (m *ModelCore) Clone() *ModelCore {
 	c := *m
-	c.queue.buf = slices.Clone(m.queue.buf)
+	c.queue = m.queue.clone()
 	c.out = ModelOutput{}
 	return &c
 }
@@ -397,7 +421,7 @@ func (m *ModelCore) DropAll(now Time, reason DropReason) *ModelOutput {
 func (m *ModelCore) publish() {
 	c := m.cand
 	p := m.published
-	if c.BatchSize == p.BatchSize && c.ExecAt == p.ExecAt && c.InvalidAfter == p.InvalidAfter && c.Deadline == p.Deadline {
+	if c.BatchSize == p.BatchSize && c.ExecAt == p.ExecAt && c.InvalidAfter == p.InvalidAfter && c.Deadline == p.Deadline && c.Priority == p.Priority {
 		m.cand.Version = p.Version
 		m.out.Candidate = m.cand
 		return
@@ -434,23 +458,32 @@ const notGranted = -1
 // comes may still serve the head.
 func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
 	soonestEnd := MaxTime(now.Add(m.dispatch1), gpuFreeAt).Add(m.tailEll1)
-	for m.queue.len() > 0 {
-		if soonestEnd <= m.execDeadline(m.queue.front()) {
-			break
+	for l := range m.queue.levels {
+		q := &m.queue.levels[l].q
+		for q.len() > 0 {
+			if soonestEnd <= m.execDeadline(q.front()) {
+				break
+			}
+			m.out.Drops = append(m.out.Drops, Drop{Request: q.popFront(), Reason: DropDeadline})
 		}
-		m.out.Drops = append(m.out.Drops, Drop{Request: m.queue.popFront(), Reason: DropDeadline})
 	}
 	if m.queue.len() == 0 {
 		m.cand = Candidate{Version: m.cand.Version}
 		m.wakeAt = Never
 		return
 	}
-	dl := m.execDeadline(m.queue.front())
-	bs := m.largestFit(now, gpuFreeAt, dl)
-	if gpus != notGranted && m.drop == DropWindow && bs < m.queue.len() && bs < m.cfg.Profile.MaxBatch() {
-		bs = m.pruneToKeepUp(now, gpuFreeAt, bs, gpus)
-		bs = m.pruneWindow(now, gpuFreeAt, bs)
+	var bs int
+	var dl Time
+	if !m.queue.multiLevel() {
 		dl = m.execDeadline(m.queue.front())
+		bs = m.largestFit(now, gpuFreeAt, dl)
+		if gpus != notGranted && m.drop == DropWindow && bs < m.queue.len() && bs < m.cfg.Profile.MaxBatch() {
+			bs = m.pruneToKeepUp(now, gpuFreeAt, bs, gpus, m.rate.perSecond(now))
+			bs = m.pruneWindow(now, gpuFreeAt, bs)
+			dl = m.execDeadline(m.queue.front())
+		}
+	} else {
+		bs, dl = m.updateLevels(now, gpuFreeAt, gpus)
 	}
 	delays := m.cfg.Delays
 	earliest := MaxTime(now.Add(delays.Dispatch(bs)), gpuFreeAt)
@@ -463,9 +496,65 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
 		schedAt := dl.Add(-m.tailLatency(bs + 1))
 		execAt = MaxTime(earliest, schedAt)
 	}
-	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, InvalidAfter: invalidAfter, Deadline: dl, Version: m.cand.Version}
+	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, InvalidAfter: invalidAfter, Deadline: dl, Priority: m.queue.front().Priority, Version: m.cand.Version}
 	// Past this instant a grant can no longer start bs requests in time.
 	m.wakeAt = invalidAfter.Add(-delays.Dispatch(bs) + 1)
+}
+
+// updateLevels forms the batch when requests of several priority levels are
+// queued: the highest level's requests first, in deadline order, then the
+// next level's, as many as still let the whole batch meet its earliest
+// deadline. A lower level absorbs an overload before any request of a
+// higher one is pruned: it gets the GPU time the higher levels leave, and
+// its requests end by their deadlines when they leave none. The highest
+// level is pruned under DropWindow only when it cannot keep up on its own:
+// when the batch its head allows, run back to back on the rank loop's gpus,
+// serves less than the level's own arrival rate (pruneToKeepUp's test), or
+// holds under levelPruneFraction of the batch a request arriving now could
+// join (its head has waited so long that its batches shrink: the start of
+// the cascade the pruning rules stop). It is then the overloaded queue the
+// pruning rules are for, and they see it alone. It returns the batch size
+// and the batch's execution deadline.
+func (m *ModelCore) updateLevels(now, gpuFreeAt Time, gpus int) (int, Time) {
+	if gpus > 0 && m.drop == DropWindow {
+		m.queue.topOnly = true
+		k0 := m.largestFit(now, gpuFreeAt, m.execDeadline(m.queue.front()))
+		lambda := m.queue.topRate(now)
+		if k0 < m.queue.len() && k0 < m.cfg.Profile.MaxBatch() && (float64(gpus)*m.cfg.Profile.Throughput(k0) < lambda ||
+			float64(k0) < levelPruneFraction*float64(m.freshBatch(now, gpuFreeAt, m.queue.at(m.queue.len()-1)))) {
+			k0 = m.pruneToKeepUp(now, gpuFreeAt, k0, gpus, lambda)
+			m.pruneWindow(now, gpuFreeAt, k0)
+		}
+		m.queue.topOnly = false
+	}
+	bs := m.largestPrefixFit(now, gpuFreeAt)
+	return bs, m.queue.prefixDeadline(bs).Add(-m.cfg.Delays.Result)
+}
+
+// levelPruneFraction: with several priority levels queued, the highest
+// level is pruned once its head's batch is under this fraction of a fresh
+// request's (updateLevels). Higher prunes prioritized requests under
+// moderate overload; lower lets the level cascade into small batches when
+// its own load nears the GPUs' capacity. The value was chosen in the
+// simulator on testdata/workloads/priority.yaml at 1.7 to 5 times its
+// capacity, trying 0.1 to 0.3 (docs/benchmarks.md, "Priority levels").
+const levelPruneFraction = 0.2
+
+// largestPrefixFit is the largest k (at least 1) such that the k requests
+// at the front of the queue, dispatched now to a GPU free at gpuFreeAt,
+// finish by the earliest of their deadlines. That deadline only falls and
+// the run time only grows as k grows, so a binary search works.
+func (m *ModelCore) largestPrefixFit(now, gpuFreeAt Time) int {
+	lo, hi := 1, min(m.queue.len(), m.cfg.Profile.MaxBatch()) // 1 fits: the front survived the drop loop
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if m.fits(now, gpuFreeAt, m.queue.prefixDeadline(mid).Add(-m.cfg.Delays.Result), mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // pruneWindow looks for a later window start that gives a bigger batch than
@@ -559,11 +648,10 @@ func (m *ModelCore) dropHeads(i int) {
 // (they get some of the gpus), so the rule then prunes less than a full
 // accounting would. If no window of the keep-up size fits, it prunes
 // nothing and pruneWindow decides alone.
-func (m *ModelCore) pruneToKeepUp(now, gpuFreeAt Time, k0, gpus int) int {
+func (m *ModelCore) pruneToKeepUp(now, gpuFreeAt Time, k0, gpus int, lambda float64) int {
 	if gpus <= 0 {
 		return k0
 	}
-	lambda := m.rate.perSecond(now)
 	prof := m.cfg.Profile
 	keepsUp := func(b int) bool { return float64(gpus)*prof.Throughput(b) >= lambda }
 	if keepsUp(k0) {

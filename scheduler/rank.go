@@ -335,13 +335,26 @@ func (r *RankCore) Tick(now Time) []Grant {
 }
 
 // better reports whether model a's candidate outranks model b's: the
-// earliest ExecAt under symphony and work-conserving (Appendix C), the
-// earliest deadline under clockwork. Ties go to the lower model ID so that
-// runs are reproducible.
+// higher priority level (Candidate.Priority), then the earliest ExecAt
+// under symphony and work-conserving (Appendix C), the earliest deadline
+// under clockwork. Ties go to the lower model ID so that runs are
+// reproducible. Without priorities every candidate is at level 0, and the
+// order is Appendix C's.
+//
+// Candidates above level 0 go by earliest deadline under every policy: a
+// GPU that several models' prioritized requests wait for serves the one
+// whose deadline is nearest, so that the level keeps its deadlines across
+// models while the lower level fills what is left. (By ExecAt, a batch
+// that a low-level request's near deadline pulls early took the GPU from
+// another model's prioritized requests: docs/benchmarks.md, "Priority
+// levels".)
 func (r *RankCore) better(a, b ModelID) bool {
 	ca, cb := &r.models[a].cand, &r.models[b].cand
+	if ca.Priority != cb.Priority {
+		return ca.Priority > cb.Priority
+	}
 	ka, kb := ca.ExecAt, cb.ExecAt
-	if r.cfg.Policy == PolicyClockwork {
+	if r.cfg.Policy == PolicyClockwork || ca.Priority > 0 {
 		ka, kb = ca.Deadline, cb.Deadline
 	}
 	if ka != kb {

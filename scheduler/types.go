@@ -114,7 +114,15 @@ type Request struct {
 	// be a real point in time, not Never: a request without a deadline could
 	// never become schedulable under the symphony policy.
 	Deadline Time
+	// Priority is the request's level within its model's queue: a higher
+	// level is planned first and dropped last (ModelCore). 0, the default,
+	// is the lowest; a model whose requests all share one level is
+	// scheduled exactly as if it had none.
+	Priority Priority
 }
+
+// Priority is a request's level within its model's queue (Request.Priority).
+type Priority uint8
 
 // DropReason says why a request ended without a result.
 type DropReason uint8

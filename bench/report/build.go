@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/symphony-serving/symphony/scheduler"
@@ -35,6 +36,24 @@ type Counts struct {
 	// the window with the profile's ℓ(b): live runs that know the
 	// scheduler's profile fill it (the simulator runs ℓ(b) exactly).
 	Profile ProfileFit
+	// Levels counts the requests by priority level, for workloads with a
+	// priority_mix; nil until AddLevel.
+	Levels map[scheduler.Priority]LevelCounts
+}
+
+// LevelCounts are the requests of one priority level that arrived in the
+// window, and those answered within their SLO.
+type LevelCounts struct{ Offered, Good uint64 }
+
+// AddLevel counts offered and good requests at level p.
+func (c *Counts) AddLevel(p scheduler.Priority, offered, good uint64) {
+	if c.Levels == nil {
+		c.Levels = map[scheduler.Priority]LevelCounts{}
+	}
+	l := c.Levels[p]
+	l.Offered += offered
+	l.Good += good
+	c.Levels[p] = l
 }
 
 // AddBatch counts n batches of size requests.
@@ -72,6 +91,9 @@ func (c *Counts) Merge(o *Counts) {
 	}
 	c.Busy += o.Busy
 	c.Profile.Merge(&o.Profile)
+	for p, l := range o.Levels {
+		c.AddLevel(p, l.Offered, l.Good)
+	}
 }
 
 // Bad is the number of requests that were not good.
@@ -105,6 +127,14 @@ func (c *Counts) Stats(seconds float64) Stats {
 		s.ProfileBatches = uint64(n)
 		s.ProfileRatioP50, s.ProfileRatioP99 = c.Profile.Quantile(0.50), c.Profile.Quantile(0.99)
 	}
+	for p, l := range c.Levels {
+		ps := PriorityStats{Level: uint8(p), Offered: l.Offered, Good: l.Good}
+		if l.Offered > 0 {
+			ps.BadRate = float64(l.Offered-min(l.Good, l.Offered)) / float64(l.Offered)
+		}
+		s.Priorities = append(s.Priorities, ps)
+	}
+	slices.SortFunc(s.Priorities, func(a, b PriorityStats) int { return int(b.Level) - int(a.Level) })
 	for r, n := range c.Reasons {
 		if n > 0 {
 			if s.DropReasons == nil {

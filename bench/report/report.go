@@ -69,6 +69,20 @@ type Stats struct {
 	ProfileBatches  uint64  `json:"profile_batches,omitempty"`
 	ProfileRatioP50 float64 `json:"profile_ratio_p50,omitempty"`
 	ProfileRatioP99 float64 `json:"profile_ratio_p99,omitempty"`
+	// Priorities are the outcomes by priority level, highest first, for a
+	// model whose workload gives a priority_mix (and the run's total); nil
+	// otherwise.
+	Priorities []PriorityStats `json:"priorities,omitempty"`
+}
+
+// PriorityStats are the requests of one priority level: how many arrived in
+// the window, how many were answered within their SLO, and the rest's
+// share.
+type PriorityStats struct {
+	Level   uint8   `json:"level"`
+	Offered uint64  `json:"offered"`
+	Good    uint64  `json:"good"`
+	BadRate float64 `json:"bad_rate"`
 }
 
 // ModelReport is one model's share of a run. Its GPUBusyFraction is the

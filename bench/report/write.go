@@ -150,6 +150,7 @@ func WriteTable(w io.Writer, r *Report) error {
 			ew.printf("(%d more models with lower offered rates not shown)\n", hidden)
 		}
 		writeProfileFit(ew, models)
+		writePriorities(ew, s, models)
 	}
 
 	if g := r.GoodputSearch; g != nil {
@@ -200,6 +201,33 @@ func writeProfileFit(ew *errWriter, models []*ModelReport) {
 	fmt.Fprintf(tw, "%-*s\tbatches\tp50\tp99\t\n", nw, "model")
 	for _, m := range fit {
 		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t\n", nw, m.Name, m.ProfileBatches, fmtNum(m.ProfileRatioP50, 3), fmtNum(m.ProfileRatioP99, 3))
+	}
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		ew.err = err
+	}
+}
+
+// writePriorities writes the outcomes by priority level, when the
+// workload gives levels: the run's, then each model's.
+func writePriorities(ew *errWriter, total *Stats, models []*ModelReport) {
+	if len(total.Priorities) == 0 {
+		return
+	}
+	ew.printf("\nby priority level (a higher level is planned first and dropped last)\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	nw := len("(all models)")
+	for _, m := range models {
+		nw = max(nw, len(m.Name))
+	}
+	fmt.Fprintf(tw, "%-*s\tlevel\toffered\tgood\tbad %%\t\n", nw, "model")
+	row := func(name string, ps []PriorityStats) {
+		for _, p := range ps {
+			fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%s\t\n", nw, name, p.Level, p.Offered, p.Good, fmtNum(100*p.BadRate, 2))
+		}
+	}
+	row("(all models)", total.Priorities)
+	for _, m := range models {
+		row(m.Name, m.Priorities)
 	}
 	if err := tw.Flush(); err != nil && ew.err == nil {
 		ew.err = err

@@ -32,8 +32,11 @@ type accounting struct {
 	ended            []uint64 // bitset by RequestID
 	issued           uint64
 	endedCount       uint64
-	series           []report.Interval
-	err              error
+	// arrivals counts each model's requests, for their priority levels
+	// (workload.Model.PriorityOf).
+	arrivals []uint64
+	series   []report.Interval
+	err      error
 	// With an epoch job: GPU time in use (assigned to a part) in the
 	// window, and per-model outcomes in each series bucket.
 	epochs        bool
@@ -49,6 +52,7 @@ func newAccounting(w *workload.Workload, interval time.Duration) *accounting {
 		winEnd:        scheduler.Time(w.Warmup + w.Duration),
 		interval:      interval,
 		models:        make([]report.ModelCounts, len(w.Models)),
+		arrivals:      make([]uint64, len(w.Models)),
 		gpuLastFinish: make([]scheduler.Time, w.Cluster.GPUs),
 		gpuBusy:       make([]time.Duration, w.Cluster.GPUs),
 	}
@@ -114,8 +118,14 @@ func (a *accounting) newRequest(model int, now scheduler.Time) scheduler.Request
 	if id/64 >= uint64(len(a.ended)) {
 		a.ended = append(a.ended, 0)
 	}
+	wm := &a.w.Models[model]
+	prio := wm.PriorityOf(a.arrivals[model])
+	a.arrivals[model]++
 	if a.inWindow(now) {
 		a.models[model].Offered++
+		if len(wm.PriorityMix) > 0 {
+			a.models[model].AddLevel(prio, 1, 0)
+		}
 	}
 	if b := a.bucket(now); b != nil {
 		b.Offered++
@@ -123,7 +133,8 @@ func (a *accounting) newRequest(model int, now scheduler.Time) scheduler.Request
 	return scheduler.Request{
 		ID:       scheduler.RequestID(id),
 		Arrival:  now,
-		Deadline: now.Add(a.w.Models[model].SLO),
+		Deadline: now.Add(wm.SLO),
+		Priority: prio,
 	}
 }
 
@@ -210,6 +221,9 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 		}
 		if good {
 			ma.Good++
+			if len(a.w.Models[model].PriorityMix) > 0 {
+				ma.AddLevel(r.Priority, 0, 1)
+			}
 		} else {
 			ma.Late++
 		}
@@ -246,7 +260,7 @@ func (a *accounting) checkPlan(now scheduler.Time, model int, p *scheduler.Batch
 // outcome records how a request of a fault run ended at its frontend, with
 // the live load generator's name for the reason of a bad one. A good one
 // was answered at respond by a batch of bs that started at started.
-func (a *accounting) outcome(id scheduler.RequestID, model int, arrival, respond, started scheduler.Time, bs int, o report.Outcome, reason string) {
+func (a *accounting) outcome(id scheduler.RequestID, model int, prio scheduler.Priority, arrival, respond, started scheduler.Time, bs int, o report.Outcome, reason string) {
 	a.endID(id)
 	a.tally.Add(time.Duration(arrival), o, reason)
 	good := o == report.OutcomeGood
@@ -264,6 +278,9 @@ func (a *accounting) outcome(id scheduler.RequestID, model int, arrival, respond
 	switch o {
 	case report.OutcomeGood:
 		ma.Good++
+		if len(a.w.Models[model].PriorityMix) > 0 {
+			ma.AddLevel(prio, 0, 1)
+		}
 		ma.Latency.Record(respond.Sub(arrival))
 		ma.Queueing.Record(started.Sub(arrival))
 		ma.BatchWeighted += uint64(bs)

@@ -155,6 +155,7 @@ const (
 type reqState struct {
 	arrival, deadline scheduler.Time
 	model             int32
+	priority          scheduler.Priority
 	// sess is the frontend's scheduler session the request was sent on;
 	// 0 if it never was.
 	sess uint32
@@ -504,7 +505,7 @@ func (cl *cluster) backendOf(g scheduler.GPUID) *backendProc { return cl.backend
 func (cl *cluster) arrive(m int) {
 	now := cl.now
 	r := cl.acct.newRequest(m, now)
-	cl.reqs = append(cl.reqs, reqState{arrival: now, deadline: r.Deadline, model: int32(m)})
+	cl.reqs = append(cl.reqs, reqState{arrival: now, deadline: r.Deadline, model: int32(m), priority: r.Priority})
 	id := r.ID
 	fe := cl.fe
 	switch {
@@ -565,7 +566,7 @@ func (cl *cluster) end(id scheduler.RequestID, o report.Outcome, reason string, 
 	if cl.now > rs.deadline {
 		cl.acct.fail("request %d ended at %v, after its deadline %v", id, cl.now, rs.deadline)
 	}
-	cl.acct.outcome(id, int(rs.model), rs.arrival, cl.now, started, bs, o, reason)
+	cl.acct.outcome(id, int(rs.model), rs.priority, rs.arrival, cl.now, started, bs, o, reason)
 	if fe := cl.fe; fe.draining && fe.alive && cl.pending == 0 {
 		cl.at(cl.now, cl.frontendClose)
 	}
@@ -1336,7 +1337,7 @@ func (s *schedProc) task(id scheduler.RequestID) {
 		cl.leave(id)
 		s.tell(id, report.OutcomeDropped, reasonDeadline)
 	default:
-		s.eng.arrive(now, int(rs.model), scheduler.Request{ID: id, Frontend: scheduler.FrontendID(rs.sess), Arrival: now, Deadline: rs.deadline})
+		s.eng.arrive(now, int(rs.model), scheduler.Request{ID: id, Frontend: scheduler.FrontendID(rs.sess), Arrival: now, Deadline: rs.deadline, Priority: rs.priority})
 	}
 }
 

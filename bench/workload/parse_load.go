@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/symphony-serving/symphony/partition/strictyaml"
+	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
@@ -34,7 +36,60 @@ func (p *parser) model(m *strictyaml.Map, sm serving.Model) (Model, error) {
 			return md, err
 		}
 	}
+	if v, ok := m.Lookup("priority_mix"); ok {
+		if md.PriorityMix, err = p.priorityMix(v, m.At("priority_mix")); err != nil {
+			return md, err
+		}
+	}
 	return md, nil
+}
+
+// priorityMix reads a list of {level, share}: the shares of a model's
+// requests sent at each priority level above 0, which takes the rest.
+func (p *parser) priorityMix(n *yaml.Node, path string) ([]PriorityShare, error) {
+	items, err := p.Seq(n, path, "a list of {level, share}")
+	if err != nil {
+		return nil, err
+	}
+	var mix []PriorityShare
+	total := 0.0
+	for i, it := range items {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		m, err := p.Mapping(it, at, "a mapping {level, share}", []string{"level", "share"})
+		if err != nil {
+			return nil, err
+		}
+		lv, err := p.Required(m, "level", " (1 to 255; 0 is the default level, which takes the rest)")
+		if err != nil {
+			return nil, err
+		}
+		level, err := p.IntIn(lv, m.At("level"), 1, 255)
+		if err != nil {
+			return nil, err
+		}
+		sv, err := p.Required(m, "share", " (the fraction of the model's requests, in (0, 1])")
+		if err != nil {
+			return nil, err
+		}
+		share, err := p.FloatIn(sv, m.At("share"), 0, 1)
+		if err != nil {
+			return nil, err
+		}
+		if share == 0 {
+			return nil, p.ErrAt(sv, m.At("share"), "a share of 0 sends nothing at level %d: leave the level out", level)
+		}
+		for _, e := range mix {
+			if e.Level == scheduler.Priority(level) {
+				return nil, p.ErrAt(lv, m.At("level"), "level %d given twice", level)
+			}
+		}
+		if total += share; total > 1+1e-9 {
+			return nil, p.ErrAt(sv, m.At("share"), "the shares add up to %g, over 1", total)
+		}
+		mix = append(mix, PriorityShare{Level: scheduler.Priority(level), Share: share})
+	}
+	slices.SortFunc(mix, func(a, b PriorityShare) int { return int(b.Level) - int(a.Level) })
+	return mix, nil
 }
 
 // modelRates reads exactly one of rate, rates and rate_trace.

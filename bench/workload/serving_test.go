@@ -66,7 +66,7 @@ func TestLoadKeysAreRead(t *testing.T) {
 	}
 	for _, k := range serving.LoadModelKeys {
 		rate := "rate: 1, "
-		if k != "arrival" {
+		if k != "arrival" && k != "priority_mix" {
 			rate = ""
 		}
 		if _, err := Parse([]byte(fmt.Sprintf(base, rate+bad(k), "total_rate: 1", "")), "t.yaml"); err == nil || !strings.Contains(err.Error(), "models[0]."+k) {

@@ -107,6 +107,38 @@ type Model struct {
 	// which lasts forever. A constant rate is one phase.
 	Rates   []RatePhase
 	Arrival Arrival
+	// PriorityMix is the share of the model's requests sent at each
+	// priority level above 0, highest level first; level 0 takes the rest.
+	// Empty: every request at level 0, as if priorities did not exist.
+	PriorityMix []PriorityShare
+}
+
+// PriorityShare is the fraction of a model's requests sent at one
+// priority level.
+type PriorityShare struct {
+	Level scheduler.Priority
+	Share float64
+}
+
+// PriorityOf is the priority level of the model's k-th request (from 0).
+// It is a pure function of k, without a random draw, so that the simulator
+// and the live load generator give the same requests the same levels, and a
+// mix changes no other random draw of the run: the golden-ratio sequence
+// frac((k+1)·0.618…) spreads the levels evenly, and any stretch of n
+// requests holds each level's share of them to within a few requests.
+func (m *Model) PriorityOf(k uint64) scheduler.Priority {
+	if len(m.PriorityMix) == 0 {
+		return 0
+	}
+	const invPhi = 0.6180339887498949
+	_, u := math.Modf(float64(k+1) * invPhi)
+	for _, s := range m.PriorityMix {
+		if u < s.Share {
+			return s.Level
+		}
+		u -= s.Share
+	}
+	return 0
 }
 
 // RatePhase is a stretch of constant offered rate.

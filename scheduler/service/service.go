@@ -914,7 +914,7 @@ func (s *Service) onFrontendMessage(f *frontendConn, m wire.Message) {
 			runModel = int(t.Model)
 		}
 		key := s.table.put(entry{frontend: f.id, id: t.ID, input: t.Input})
-		run = append(run, scheduler.Request{ID: key, Frontend: f.id, Arrival: now, Deadline: s.toSched(t.Deadline)})
+		run = append(run, scheduler.Request{ID: key, Frontend: f.id, Arrival: now, Deadline: s.toSched(t.Deadline), Priority: scheduler.Priority(t.Priority)})
 	}
 	flush()
 	s.count(func(st *Stats) {

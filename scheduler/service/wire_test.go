@@ -587,3 +587,31 @@ func TestOverrunsRaiseTheTailFactor(t *testing.T) {
 			len(p.Tasks), time.Duration(p.Deadline-p.ExecAt), len(p.Tasks), run, f.cfg.Delays.Result)
 	}
 }
+
+// A task's priority reaches its model's queue: with room for two, the two
+// tasks sent at level 1 are planned before the two earlier-due ones at
+// level 0, which follow in the next plan.
+func TestPriorityOverTheWire(t *testing.T) {
+	f := startFake(t, func(c *Config) {
+		c.Policy = scheduler.PolicyWorkConserving
+		c.Models[0].Profile = profile.MustLinear(time.Millisecond, time.Millisecond, 2)
+	})
+	b := f.backend(t, "b1", 1)
+	fe := f.frontend(t, "f1")
+	low1, low2 := servicetest.Task(21, 0, soon), servicetest.Task(22, 0, soon+time.Millisecond)
+	high1, high2 := servicetest.Task(23, 0, soon+5*time.Millisecond), servicetest.Task(24, 0, soon+6*time.Millisecond)
+	high1.Priority, high2.Priority = 1, 1
+	fe.Submit(t, low1, low2, high1, high2)
+	b.Ready(t) // the GPU comes online with all four queued
+	for _, want := range [][]uint64{{23, 24}, {21, 22}} {
+		p := b.Plan(t)
+		var got []uint64
+		for _, pt := range p.Tasks {
+			got = append(got, pt.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("plan of tasks %v, want %v", got, want)
+		}
+		b.Ran(t, p, p.ExecAt, p.ExecAt+int64(2*time.Millisecond+time.Millisecond))
+	}
+}

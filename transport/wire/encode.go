@@ -188,11 +188,18 @@ func (m *Submit) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(len(m.Tasks))
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
-		_ = e.EncodeArrayLen(4)
+		if t.Priority == 0 {
+			_ = e.EncodeArrayLen(4)
+		} else {
+			_ = e.EncodeArrayLen(5)
+		}
 		_ = e.EncodeUint64(t.ID)
 		_ = e.EncodeUint32(t.Model)
 		_ = e.EncodeInt64(t.Deadline)
 		t.Input.encode(e)
+		if t.Priority != 0 {
+			_ = e.EncodeUint8(t.Priority)
+		}
 	}
 	return nil
 }
@@ -209,7 +216,11 @@ func (m *Submit) decode(d *decoder) {
 		t.Model = d.u32("tasks[].model")
 		t.Deadline = d.i64("tasks[].deadline")
 		t.Input.decode(d)
-		d.rest("tasks[]", tn, 4)
+		read := 4
+		if tn > 4 {
+			t.Priority, read = d.u8("tasks[].priority"), 5
+		}
+		d.rest("tasks[]", tn, read)
 	}
 	d.rest("submit", n, 1)
 }

@@ -267,6 +267,11 @@ type Task struct {
 	Model    uint32
 	Deadline int64 // Unix ns
 	Input    InputRef
+	// Priority is the request's level in its model's queue
+	// (scheduler.Request.Priority). It travels as an optional fifth field,
+	// sent only when not 0, so that a version 3 peer that predates it
+	// reads the task as before (at level 0).
+	Priority uint8
 }
 
 // Submit hands tasks to the scheduler.

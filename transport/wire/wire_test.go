@@ -30,7 +30,7 @@ func samples() []wire.Message {
 			Frontends: []wire.FrontendUp{{ID: 2, DataAddr: "10.0.0.2:7001"}}, Features: wire.FeatureRDMA,
 			States: []wire.ModelStatus{{Model: 1, State: wire.ModelUnavailable, Reason: "not loaded yet"}}},
 		&wire.Reject{Reason: "protocol version 2, want 1"},
-		&wire.Submit{Tasks: []wire.Task{{ID: 1, Model: 1, Deadline: -5, Input: in}, {ID: 1<<64 - 1, Model: 2, Deadline: 1 << 62, Input: in}}},
+		&wire.Submit{Tasks: []wire.Task{{ID: 1, Model: 1, Deadline: -5, Input: in}, {ID: 1<<64 - 1, Model: 2, Deadline: 1 << 62, Input: in}, {ID: 3, Model: 2, Deadline: 7, Input: in, Priority: 200}}},
 		&wire.Ended{Ends: []wire.End{{ID: 9, Code: wire.EndDropDeadline, Detail: "late"}, {ID: 10, Code: wire.EndBadRequest}}},
 		&wire.BackendReady{GPUs: 4},
 		&wire.Plan{ID: 5, GPU: 6, Model: 7, ExecAt: 1e18, Deadline: 2e18,
