@@ -55,14 +55,6 @@ func (q *requestQueue) popFront() Request {
 	return r
 }
 
-// popInto moves the k earliest-deadline requests to the end of dst.
-func (q *requestQueue) popInto(dst []Request, k int) []Request {
-	for ; k > 0; k-- {
-		dst = append(dst, q.popFront())
-	}
-	return dst
-}
-
 // priorityQueue is a model's queue: one deadline-ordered requestQueue per
 // priority level, highest level first. Its positions (at, popFront,
 // popInto) run through the levels in that order, each in deadline order:

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/symphony-serving/symphony/bench/cluster"
 	"github.com/symphony-serving/symphony/bench/loadgen"
@@ -179,6 +181,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	lf := addLoadFlags(fs, "workload file (default: the bundled demo workload: six 1080Ti-zoo models on 8 emulated GPUs)")
 	httpAddr := fs.String("http-addr", "", "also serve the KServe v2 HTTP gateway on `ADDR` (e.g. 127.0.0.1:8000)")
+	grpcAddr := fs.String("grpc-addr", "", "also serve the KServe v2 gRPC endpoint on `ADDR` (e.g. 127.0.0.1:8001)")
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork (the simulator's curve of --sweep runs it too)")
 	dp := cli.AddDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -193,8 +196,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *httpAddr != "" && lf.multipliers != nil {
-		return cli.UsageErr("--http-addr and --sweep exclude each other: a sweep starts a fresh cluster for each point")
+	if (*httpAddr != "" || *grpcAddr != "") && lf.multipliers != nil {
+		return cli.UsageErr("--http-addr (or --grpc-addr) and --sweep exclude each other: a sweep starts a fresh cluster for each point")
 	}
 	log := lf.processLog(stderr)
 	ctx, stop := cli.SignalContext()
@@ -255,14 +258,17 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		r.Backends = &bt
 	}
 	client := c.Frontends[0]
-	if *httpAddr != "" {
-		srv, addr, err := gatewayserver.Serve(client, *httpAddr, gateway.Default(), true, log)
+	if *httpAddr != "" || *grpcAddr != "" {
+		srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: gateway.Default(), Metrics: true, Log: log})
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
-		if !*lf.quiet {
-			fmt.Fprintf(stderr, "demo: KServe v2 gateway on http://%s\n", addr)
+		if !*lf.quiet && srv.HTTP != nil {
+			fmt.Fprintf(stderr, "demo: KServe v2 gateway on http://%s\n", srv.HTTPAddr)
+		}
+		if !*lf.quiet && srv.GRPC != nil {
+			fmt.Fprintf(stderr, "demo: KServe v2 gRPC endpoint on %s\n", srv.GRPCAddr)
 		}
 	}
 	return lf.drive(ctx, target(c), w, label, stdout, stderr)
@@ -299,13 +305,15 @@ func startDemoCluster(ctx context.Context, w *workload.Workload, dp *cli.DataPat
 
 // runBenchLoad is `symphony bench -f W --scheduler ADDR`: the load of a
 // workload file against a running cluster, through an embedded frontend or
-// a frontend's KServe v2 gateway.
+// a frontend's KServe v2 gateway, over HTTP or gRPC.
 func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	lf := addLoadFlags(fs, "workload file (required)")
 	sched := fs.String("scheduler", "", "the running scheduler's address (an embedded frontend connects to it)")
 	gatewayURL := fs.String("gateway", "", "instead of --scheduler, send requests to a frontend's KServe v2 gateway at `URL`")
+	grpcAddr := fs.String("grpc", "", "instead of --scheduler, send requests to a frontend's KServe v2 gRPC endpoint at `ADDR` (host:port)")
+	grpcConns := fs.Int("grpc-conns", 1, "with --grpc, the client connections to spread the requests over (each carries many calls at once)")
 	dp := cli.AddDataPathFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -313,8 +321,11 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	if *lf.file == "" {
 		return cli.UsageErr("-f WORKLOAD is required")
 	}
-	if (*sched == "") == (*gatewayURL == "") {
-		return cli.UsageErr("give exactly one of --scheduler ADDR and --gateway URL")
+	if n := countSet(*sched, *gatewayURL, *grpcAddr); n != 1 {
+		return cli.UsageErr("give exactly one of --scheduler ADDR, --gateway URL and --grpc ADDR")
+	}
+	if *grpcConns < 1 || *grpcConns > 64 {
+		return cli.UsageErr("--grpc-conns %d: want 1 to 64", *grpcConns)
 	}
 	w, err := lf.workload(fs)
 	if err != nil {
@@ -336,6 +347,22 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return lf.benchRunning(ctx, t, w, "gateway", stdout, stderr)
+	}
+	if *grpcAddr != "" {
+		conns := make([]grpc.ClientConnInterface, *grpcConns)
+		for i := range conns {
+			c, err := grpc.NewClient(*grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return cli.UsageErr("--grpc %q: %v", *grpcAddr, err)
+			}
+			defer c.Close()
+			conns[i] = c
+		}
+		t, err := loadgen.NewGRPCTarget(ctx, *grpcAddr, conns, w)
+		if err != nil {
+			return err
+		}
+		return lf.benchRunning(ctx, t, w, "gRPC", stdout, stderr)
 	}
 	fc := frontend.Default()
 	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", cli.NewNetwork(log), log
@@ -366,6 +393,17 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	return lf.benchRunning(ctx, loadgen.Client(client), w, "live", stdout, stderr)
 }
 
+// countSet is how many of the values are set (not "").
+func countSet(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // frontendProfile is the ℓ(b) table the scheduler announced for model to
 // the frontend c, nil if c does not know the model.
 func frontendProfile(c *frontend.Client, model string) []time.Duration {
@@ -374,7 +412,7 @@ func frontendProfile(c *frontend.Client, model string) []time.Duration {
 }
 
 // benchRunning drives a running cluster through t (via: "live" for an
-// embedded frontend, "gateway"): one run, or with --sweep a sweep in which
+// embedded frontend, "gateway", "gRPC"): one run, or with --sweep a sweep in which
 // every point uses t, each starting once the previous point's requests
 // have all ended.
 func (lf *loadFlags) benchRunning(ctx context.Context, t loadgen.Target, w *workload.Workload, via string, stdout, stderr io.Writer) error {

@@ -31,14 +31,14 @@ Usage:
       bad rate a better rule could remove.
   symphony-bench bench scheduler [--models N] [--gpus N] [--threads N] [--rate R] [--json]
       Measure the real-time scheduler alone, in-process (paper Figure 11, left).
-  symphony-bench demo [-f WORKLOAD] [--duration D] [--http-addr ADDR] [--json] [--find-goodput]
-               [--policy P] [--sweep LIST] [--csv FILE] [--plot DIR]
+  symphony-bench demo [-f WORKLOAD] [--duration D] [--http-addr ADDR] [--grpc-addr ADDR] [--json]
+               [--find-goodput] [--policy P] [--sweep LIST] [--csv FILE] [--plot DIR]
       A whole cluster in one process on loopback TCP (scheduler, backends with
       emulated GPUs, a frontend), driven by the load generator. --sweep runs
       the load at each multiplier, a fresh cluster per point, beside the
       simulator's curve for the same file.
-  symphony-bench bench -f WORKLOAD (--scheduler ADDR | --gateway URL) [--json] [--find-goodput]
-               [--sweep LIST] [--csv FILE] [--plot DIR]
+  symphony-bench bench -f WORKLOAD (--scheduler ADDR | --gateway URL | --grpc ADDR) [--json]
+               [--find-goodput] [--sweep LIST] [--csv FILE] [--plot DIR]
       The same load and report against a running cluster.
   symphony-bench bench slowclients --gateway URL [--pid PID] [--conns N] [--modes LIST] [--json]
       Open many slow connections to a running KServe gateway (bodies announced

@@ -126,6 +126,10 @@ func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
+	// A frontend serves gRPC on Triton's fixed port by default, which a
+	// developer's own frontend, or another test's, may hold: the tests'
+	// frontends take a free one unless a test names its own.
+	p.cmd.Env = append(os.Environ(), "SYMPHONY_GRPC_ADDR=127.0.0.1:0")
 	// Its own process group, so that the cleanup ends whatever it started.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := p.cmd.StdoutPipe()

@@ -322,6 +322,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	sched := fs.String("scheduler", "127.0.0.1:7100", "the scheduler's address")
 	httpAddr := fs.String("http-addr", "127.0.0.1:8000", "address of the KServe v2 HTTP gateway")
+	grpcAddr := fs.String("grpc-addr", "127.0.0.1:8001", "address of the KServe v2 gRPC endpoint (GRPCInferenceService, Triton's port); empty: none")
 	dataAddr := fs.String("data-addr", "127.0.0.1:0", "address backends pull inputs from")
 	advertise := fs.String("advertise-data-addr", "", "the `HOST:PORT` backends are told to dial for --data-addr, when that binds every interface or sits behind NAT (in Kubernetes: the pod's IP and the port; default: --data-addr's own address)")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
@@ -355,13 +356,17 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	warnFileLimit(gc.MaxConnections, log)
-	srv, addr, err := gatewayserver.Serve(client, *httpAddr, *gc, *withMetrics, log)
+	srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: *gc, Metrics: *withMetrics, Log: log})
 	if err != nil {
 		return err
 	}
+	grpcOn := ""
+	if srv.GRPC != nil {
+		grpcOn = "; gRPC on " + srv.GRPCAddr
+	}
 	// Announce the gateway once it can serve: connected to the scheduler.
 	if client.WaitReady(ctx) == nil {
-		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s, data path %v\n", fc.Name, addr, client.DataAddr(), client.DataPath())
+		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s, data path %v%s\n", fc.Name, srv.HTTPAddr, client.DataAddr(), client.DataPath(), grpcOn)
 		if err := gc.CheckInference(gatewayserver.LongestInference(client)); err != nil {
 			log.Warn().Err(err).Msg("--write-timeout is too short for the models served: raise it")
 		}

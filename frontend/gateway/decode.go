@@ -132,29 +132,45 @@ func decodeInferRequest(body []byte, headerLen string, inputs, outputs []tensor.
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case inputs != nil:
-		if req.Input, req.Batched, err = tensor.Pack(inputs, tensors); err != nil {
-			return nil, err
-		}
-	case allBinary:
-		req.Input = bin // the inputs' bytes, in request order, without a copy
-	case len(tensors) == 1:
-		req.Input = tensors[0].Data // decoded from JSON into its own buffer
-	default:
-		n := 0
-		for _, t := range tensors {
-			n += len(t.Data)
-		}
-		req.Input = make([]byte, 0, n)
-		for _, t := range tensors {
-			req.Input = append(req.Input, t.Data...)
-		}
+	var whole []byte
+	if allBinary {
+		whole = bin // the inputs' bytes, in request order, without a copy
+	}
+	if err := req.setInput(tensors, whole, inputs); err != nil {
+		return nil, err
 	}
 	if req.Outputs, err = outputsOf(w.Outputs, w.Parameters.BinaryDataOutput, outputs); err != nil {
 		return nil, err
 	}
 	return req, nil
+}
+
+// setInput sets the request's bytes from its decoded input tensors, as
+// both protocols lay them out: for a typed model (inputs not nil), packed
+// in the model's input order (tensor.Pack), which also sets Batched; for
+// a model of opaque bytes, each tensor's bytes in request order: whole if
+// not nil (the request's own contiguous copy of them), a single tensor's
+// Data, or a concatenation.
+func (r *inferRequest) setInput(tensors []tensor.Tensor, whole []byte, inputs []tensor.Spec) (err error) {
+	switch {
+	case inputs != nil:
+		r.Input, r.Batched, err = tensor.Pack(inputs, tensors)
+		return err
+	case whole != nil:
+		r.Input = whole
+	case len(tensors) == 1:
+		r.Input = tensors[0].Data
+	default:
+		n := 0
+		for _, t := range tensors {
+			n += len(t.Data)
+		}
+		r.Input = make([]byte, 0, n)
+		for _, t := range tensors {
+			r.Input = append(r.Input, t.Data...)
+		}
+	}
+	return nil
 }
 
 // outputsOf is the outputs the response carries: those the request names,
@@ -233,7 +249,7 @@ func decodeInputs(inputs []wireInput, bin []byte, hasBin bool, limit int64) (ten
 		if !ok {
 			return nil, false, fmt.Errorf("input %q: unknown datatype %q", in.Name, in.Datatype)
 		}
-		count, err := elements(in.Shape, limit)
+		count, err := elements(in.Shape, limit, "body")
 		if err != nil {
 			return nil, false, fmt.Errorf("input %q: %v", in.Name, err)
 		}
@@ -252,7 +268,7 @@ func decodeInputs(inputs []wireInput, bin []byte, hasBin bool, limit int64) (ten
 			}
 			t.Data = bin[off : off+*bs : off+*bs]
 			off += *bs
-			if err := checkBinary(t.Data, in.Datatype, size, count); err != nil {
+			if err := checkBinary(t.Data, in.Datatype, size, count, "binary_data_size is"); err != nil {
 				return nil, false, fmt.Errorf("input %q: %v", in.Name, err)
 			}
 			tensors = append(tensors, t)
@@ -277,8 +293,9 @@ func decodeInputs(inputs []wireInput, bin []byte, hasBin bool, limit int64) (ten
 }
 
 // elements is the element count of a shape. A count above limit is
-// rejected before it can overflow: no body of limit bytes could hold it.
-func elements(shape []int64, limit int64) (int64, error) {
+// rejected before it can overflow: no message of limit bytes (what names
+// it: the HTTP body, the gRPC message) could hold it.
+func elements(shape []int64, limit int64, what string) (int64, error) {
 	if shape == nil {
 		return 0, errors.New("missing shape")
 	}
@@ -293,7 +310,7 @@ func elements(shape []int64, limit int64) (int64, error) {
 	n := int64(1)
 	for _, d := range shape {
 		if d > limit/n {
-			return 0, fmt.Errorf("shape %v has more elements than the %d-byte body can hold", shape, limit)
+			return 0, fmt.Errorf("shape %v has more elements than the %d-byte %s can hold", shape, limit, what)
 		}
 		n *= d
 	}
@@ -303,7 +320,9 @@ func elements(shape []int64, limit int64) (int64, error) {
 // checkBinary checks one binary tensor against its shape: its exact size
 // for fixed-size datatypes, its length prefixes for BYTES, and 0/1 bytes
 // for BOOL, so that a backend never sees a tensor its shape contradicts.
-func checkBinary(b []byte, dt string, size int, count int64) error {
+// sizeIs introduces the byte count in the message for a wrong size: the
+// field that gave it ("binary_data_size is").
+func checkBinary(b []byte, dt string, size int, count int64, sizeIs string) error {
 	if dt == "BYTES" {
 		n := int64(0)
 		for ; len(b) > 0; n++ {
@@ -322,7 +341,7 @@ func checkBinary(b []byte, dt string, size int, count int64) error {
 		return nil
 	}
 	if want := count * int64(size); int64(len(b)) != want {
-		return fmt.Errorf("%d elements of %s need %d bytes, binary_data_size is %d", count, dt, want, len(b))
+		return fmt.Errorf("%d elements of %s need %d bytes, %s %d", count, dt, want, sizeIs, len(b))
 	}
 	if dt == "BOOL" {
 		for i, v := range b {

@@ -1,7 +1,7 @@
-// Package gateway serves Symphony over the KServe v2 REST protocol (the Open
-// Inference Protocol), so that applications in any language, and stock
-// clients such as Triton's or KServe's, can send inference requests to a
-// Symphony frontend without linking its Go client.
+// Package gateway serves Symphony over the KServe v2 REST and gRPC
+// protocols (the Open Inference Protocol), so that applications in any
+// language, and stock clients such as Triton's or KServe's, can send
+// inference requests to a Symphony frontend without linking its Go client.
 //
 // The gateway is an http.Handler in front of an Inferer, the few methods it
 // needs of a frontend client. It owns no global state. Serve it with the
@@ -142,4 +142,30 @@
 // meaning, a request that did not arrive in time, which some clients
 // retry on their own). When the caller disconnects the gateway writes
 // nothing and logs status 499.
+//
+// # gRPC
+//
+// The gateway also serves the protocol over gRPC: RegisterGRPC, or
+// GRPCServer with the Config's limits, serves the Open Inference
+// Protocol's GRPCInferenceService with Triton's repository RPCs (package
+// inferencepb, whose names and field numbers are the protocol's) in front
+// of the same Inferer. A request takes the HTTP one's way (infer.go): it
+// is decoded into the same request, with the same checks and messages
+// (raw_input_contents as binary data, typed contents as JSON data), runs
+// under the same in-flight cap and deadlines, and fails with the same
+// failure, which becomes a status with the gRPC code of its HTTP status
+// (grpcCode: 400 INVALID_ARGUMENT, 404 NOT_FOUND, 502 and 503
+// UNAVAILABLE, 504 DEADLINE_EXCEEDED, 499 CANCELLED, 501 UNIMPLEMENTED,
+// else INTERNAL), the HTTP message, and details: a google.rpc.ErrorInfo
+// of ErrorDomain whose Reason is the HTTP body's reason (GRPCError reads
+// it back into the frontend's typed error), and a google.rpc.RetryInfo of
+// Config.RetryAfter where HTTP sends Retry-After. The request's own
+// timeout is the shortest of its timeout_ms parameter, its
+// x-symphony-timeout metadata (TimeoutMetadata) and its gRPC deadline.
+// The answer carries the batch as response parameters, and its outputs as
+// typed contents when the inputs came so and every output has a typed
+// form, else as raw_output_contents. ModelMetadata sends the model's SLO
+// in the x-symphony-slo-ms header (SLOMetadata), the protocol's message
+// having no parameters. Observe and the log count a gRPC request under
+// the HTTP status its answer stands for.
 package gateway

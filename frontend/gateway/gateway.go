@@ -249,13 +249,18 @@ func only(method string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (g *Gateway) serverMetadata(w http.ResponseWriter, _ *http.Request) {
+// extensions are the protocol extensions the server metadata names.
+func (g *Gateway) extensions() []string {
 	ext := []string{"binary_tensor_data"}
 	if _, ok := g.inf.(Repository); ok {
 		ext = append(ext, "model_repository")
 	}
+	return ext
+}
+
+func (g *Gateway) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
-		"name": "symphony", "version": g.cfg.Version, "extensions": ext,
+		"name": "symphony", "version": g.cfg.Version, "extensions": g.extensions(),
 	})
 }
 
@@ -316,6 +321,20 @@ func batchedMeta(specs []tensor.Spec) []tensorMeta {
 	return out
 }
 
+// platform is the platform model metadata names.
+const platform = "symphony"
+
+// modelTensors is a model's tensors as its metadata lists them: a typed
+// model's as batchedMeta gives them, and for a model of opaque bytes one
+// [-1] UINT8 input and one [-1] UINT8 output.
+func modelTensors(info ModelInfo) (inputs, outputs []tensorMeta) {
+	if info.Inputs != nil {
+		return batchedMeta(info.Inputs), batchedMeta(info.Outputs)
+	}
+	return []tensorMeta{{Name: "input0", Datatype: "UINT8", Shape: []int64{-1}}},
+		[]tensorMeta{{Name: defaultOutputName, Datatype: "UINT8", Shape: []int64{-1}}}
+}
+
 func (g *Gateway) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
 	info, ok := g.inf.Model(name)
@@ -323,15 +342,8 @@ func (g *Gateway) modelMetadata(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonUnknownModel, fmt.Sprintf("unknown model %q", name))
 		return
 	}
-	meta := map[string]any{
-		"name":     name,
-		"platform": "symphony",
-		"inputs":   []tensorMeta{{Name: "input0", Datatype: "UINT8", Shape: []int64{-1}}},
-		"outputs":  []tensorMeta{{Name: defaultOutputName, Datatype: "UINT8", Shape: []int64{-1}}},
-	}
-	if info.Inputs != nil {
-		meta["inputs"], meta["outputs"] = batchedMeta(info.Inputs), batchedMeta(info.Outputs)
-	}
+	inputs, outputs := modelTensors(info)
+	meta := map[string]any{"name": name, "platform": platform, "inputs": inputs, "outputs": outputs}
 	if info.SLO > 0 {
 		meta["parameters"] = map[string]any{"slo_ms": float64(info.SLO) / float64(time.Millisecond)}
 	}
@@ -341,44 +353,14 @@ func (g *Gateway) modelMetadata(w http.ResponseWriter, r *http.Request) {
 // infer decodes a request, runs it and writes its result or its error,
 // logging one debug line as it ends.
 func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
-	start, model := time.Now(), r.PathValue("model")
-	var (
-		id          string
-		status      int
-		nIn, nOut   int
-		err         error
-		clientError string
-	)
-	defer func() {
-		lvl := zerolog.DebugLevel
-		if status == http.StatusInternalServerError {
-			lvl = zerolog.ErrorLevel
-		}
-		ev := g.cfg.Log.WithLevel(lvl).Str("model", model).Str("id", id).Int("status", status).
-			Int("bytes_in", nIn).Int("bytes_out", nOut).Float64("dur_ms", float64(time.Since(start).Microseconds())/1000)
-		if clientError != "" {
-			ev = ev.Str("bad_request", clientError)
-		}
-		ev.Err(err).Msg("infer")
-		if g.cfg.Observe != nil {
-			code, served := status, model
-			if code == 0 { // the Inferer panicked; net/http answers 500
-				code = http.StatusInternalServerError
-			}
-			if code != http.StatusOK {
-				if _, ok := g.inf.Model(model); !ok {
-					served = ""
-				}
-			}
-			g.cfg.Observe(served, code, time.Since(start))
-		}
-	}()
+	l := inferLog{start: time.Now(), model: r.PathValue("model")}
+	defer g.endInfer(&l)
 	fail := func(code int, reason, msg string) {
-		status, clientError = code, msg
+		l.status, l.clientError = code, msg
 		writeError(w, code, reason, msg)
 	}
 
-	timeout, terr := headerTimeout(r.Header.Get(TimeoutHeader))
+	timeout, terr := headerTimeout(TimeoutHeader, r.Header.Get(TimeoutHeader))
 	if terr != nil {
 		fail(http.StatusBadRequest, ReasonBadRequest, terr.Error())
 		return
@@ -388,63 +370,30 @@ func (g *Gateway) infer(w http.ResponseWriter, r *http.Request) {
 		fail(code, reason, berr.Error())
 		return
 	}
-	info, known := g.inf.Model(model)
+	info, known := g.inf.Model(l.model)
 	req, derr := decodeInferRequest(body, r.Header.Get(headerLengthHeader), info.Inputs, info.Outputs)
 	if derr != nil {
 		fail(http.StatusBadRequest, ReasonBadRequest, derr.Error())
 		return
 	}
-	id, nIn = req.ID, len(req.Input)
-	if req.Timeout > 0 && (timeout == 0 || req.Timeout < timeout) {
-		timeout = req.Timeout
-	}
-	if n := g.stats.InFlight.Add(1); n > int64(g.cfg.MaxInFlight) {
-		g.stats.InFlight.Add(-1)
-		g.stats.RejectedRequests.Add(1)
-		g.busyLog.Warn().Int("max_in_flight", g.cfg.MaxInFlight).Uint64("rejected_total", g.stats.RejectedRequests.Load()).
-			Msg("gateway at its in-flight cap: answering inference requests 503 (logged at most every 10s)")
-		g.setRetryAfter(w)
-		fail(http.StatusServiceUnavailable, ReasonDropPrefix+string(DropBusy),
-			fmt.Sprintf("the gateway has its %d requests in flight; retry later", g.cfg.MaxInFlight))
+	l.id, l.nIn = req.ID, len(req.Input)
+	// The answer may take the inference and then WriteTimeout to write,
+	// counted from the request's arrival rather than from the header as
+	// net/http counts.
+	tensors, batch, f := g.run(r.Context(), &l, info, known, req, shorter(timeout, req.Timeout), func(arrived time.Time) {
+		_ = http.NewResponseController(w).SetWriteDeadline(arrived.Add(g.cfg.WriteTimeout))
+	})
+	if f != nil {
+		if f.status == statusClientGone {
+			return
+		}
+		if f.retry {
+			g.setRetryAfter(w)
+		}
+		writeError(w, f.status, f.reason, f.msg)
 		return
 	}
-	defer g.stats.InFlight.Add(-1)
-	// The request's time starts now that it has arrived: a slow upload is
-	// the read timeout's business, not the SLO's. The answer may take the
-	// inference and then WriteTimeout to write, counted from now rather
-	// than from the header as net/http counts.
-	arrived := time.Now()
-	_ = http.NewResponseController(w).SetWriteDeadline(arrived.Add(g.cfg.WriteTimeout))
-	ctx := r.Context()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, arrived.Add(timeout))
-		defer cancel()
-	}
-
-	var out []byte
-	var batch Batch
-	deadline := g.deadline(arrived, info.SLO, timeout)
-	if ti, ok := g.inf.(TimedInferer); ok {
-		out, batch, err = ti.InferTimed(ctx, model, req.Input, deadline)
-	} else {
-		out, err = g.inf.Infer(ctx, model, req.Input, deadline)
-	}
-	if err != nil {
-		ownDeadline := known && timeout > 0 && timeout < info.SLO
-		g.writeInferError(ctx, w, timeout, ownDeadline, err, &status)
-		return
-	}
-	nOut = len(out)
-	tensors, serr := outputTensors(info.Outputs, req, out)
-	if serr != nil {
-		err = serr
-		status = http.StatusInternalServerError
-		writeError(w, status, ReasonInternal, "internal error")
-		return
-	}
-	status = http.StatusOK
-	writeInferResponse(w, model, r.PathValue("version"), req, tensors, batch)
+	writeInferResponse(w, l.model, r.PathValue("version"), req, tensors, batch)
 }
 
 // outputTensors is the response's output tensors: for a model of opaque
@@ -481,31 +430,6 @@ func (g *Gateway) deadline(arrived time.Time, slo, timeout time.Duration) time.T
 	return arrived.Add(slo - min(g.cfg.HTTPBudget, slo/2))
 }
 
-// writeInferError answers a request that Infer ended with err, setting
-// *status to the code written (statusClientGone when nothing is, for a
-// caller that left). timeout is the request's own, 0 if it set none, and
-// ownDeadline says it was shorter than the model's SLO.
-func (g *Gateway) writeInferError(ctx context.Context, w http.ResponseWriter, timeout time.Duration, ownDeadline bool, err error, status *int) {
-	code, retry, reason := classify(ctx, err, ownDeadline)
-	*status = code
-	if code == statusClientGone {
-		return
-	}
-	if retry {
-		g.setRetryAfter(w)
-	}
-	msg := err.Error()
-	switch {
-	case code == http.StatusInternalServerError && reason != ReasonRefused:
-		msg = "internal error" // ErrRefused is the one 500 whose cause the caller should read
-	case code == http.StatusGatewayTimeout && ctx.Err() != nil:
-		msg = fmt.Sprintf("request timed out after %v: %v", timeout, err)
-	case code == http.StatusGatewayTimeout:
-		msg = fmt.Sprintf("the request's timeout of %v could not be met: %v", timeout, err)
-	}
-	writeError(w, code, reason, msg)
-}
-
 // setRetryAfter sets the Retry-After header, if the Config gives one.
 func (g *Gateway) setRetryAfter(w http.ResponseWriter) {
 	if g.cfg.RetryAfter > 0 {
@@ -517,14 +441,15 @@ func (g *Gateway) setRetryAfter(w http.ResponseWriter) {
 // whose caller disconnected: nginx's 499, which no standard code covers.
 const statusClientGone = 499
 
-// headerTimeout parses the X-Symphony-Timeout header; 0 when absent.
-func headerTimeout(v string) (time.Duration, error) {
+// headerTimeout parses the X-Symphony-Timeout header (or the gRPC
+// metadata of that name, whose key is given as name); 0 when absent.
+func headerTimeout(name, v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s %q is not a positive Go duration such as 20ms", TimeoutHeader, v)
+		return 0, fmt.Errorf("%s %q is not a positive Go duration such as 20ms", name, v)
 	}
 	return d, nil
 }
@@ -594,7 +519,12 @@ func ResponseBatch(head []byte) (b Batch, ok bool) {
 	if json.Unmarshal(head, &resp) != nil {
 		return Batch{}, false
 	}
-	p := resp.Parameters
+	return batchOf(resp.Parameters)
+}
+
+// batchOf is the batch that response parameters name; ok is false when
+// they name none that can be.
+func batchOf(p batchParams) (b Batch, ok bool) {
 	if p.Size <= 0 || p.Started <= 0 || p.Finished < p.Started || p.Size > math.MaxInt32 {
 		return Batch{}, false
 	}

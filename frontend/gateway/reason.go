@@ -182,6 +182,16 @@ func ResponseError(model string, status int, body []byte) error {
 	if !ok {
 		return &StatusError{Status: status, Message: strings.TrimSpace(string(body))}
 	}
+	if err := reasonError(model, reason, msg); err != nil {
+		return err
+	}
+	return &StatusError{Status: status, Reason: reason, Message: msg}
+}
+
+// reasonError is the frontend package's typed error that an error
+// answer's reason stands for, with the answer's message; nil for a reason
+// with none (a malformed request, a body too large, ...).
+func reasonError(model, reason, msg string) error {
 	if drop, ok := strings.CutPrefix(reason, ReasonDropPrefix); ok {
 		return &frontend.DropError{Model: model, Reason: frontend.DropReason(drop)}
 	}
@@ -213,5 +223,5 @@ func ResponseError(model string, status int, body []byte) error {
 	case ReasonTimeout:
 		return fmt.Errorf("gateway: %s: %w", msg, context.DeadlineExceeded)
 	}
-	return &StatusError{Status: status, Reason: reason, Message: msg}
+	return nil
 }

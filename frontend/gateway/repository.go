@@ -47,12 +47,27 @@ type RepositoryModel struct {
 	Reason string `json:"reason"`
 }
 
+// errNoRepo is the message of a repository request to a gateway whose
+// Inferer has no Repository.
+const errNoRepo = "this gateway's frontend cannot load or unload models"
+
 func (g *Gateway) repository(w http.ResponseWriter) (Repository, bool) {
 	repo, ok := g.inf.(Repository)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, ReasonNoRepo, "this gateway's frontend cannot load or unload models")
+		writeError(w, http.StatusNotImplemented, ReasonNoRepo, errNoRepo)
 	}
 	return repo, ok
+}
+
+// index is the repository's index, or only its READY models.
+func index(repo Repository, onlyReady bool) []RepositoryModel {
+	out := []RepositoryModel{}
+	for _, m := range repo.RepositoryIndex() {
+		if !onlyReady || m.State == string(frontend.StateReady) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (g *Gateway) repositoryIndex(w http.ResponseWriter, r *http.Request) {
@@ -74,13 +89,7 @@ func (g *Gateway) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := []RepositoryModel{}
-	for _, m := range repo.RepositoryIndex() {
-		if !req.Ready || m.State == string(frontend.StateReady) {
-			out = append(out, m)
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, index(repo, req.Ready))
 }
 
 func (g *Gateway) repositoryLoad(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +108,7 @@ func (g *Gateway) control(w http.ResponseWriter, r *http.Request, op string, do 
 		return
 	}
 	name := r.PathValue("model")
-	wait, err := headerTimeout(r.Header.Get(TimeoutHeader))
+	wait, err := headerTimeout(TimeoutHeader, r.Header.Get(TimeoutHeader))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
 		return
@@ -115,25 +124,35 @@ func (g *Gateway) control(w http.ResponseWriter, r *http.Request, op string, do 
 	// The answer comes when the model is there, which may be long after
 	// the server's write timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + g.cfg.WriteTimeout))
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-	start := time.Now()
-	err = do(repo, ctx, name)
-	g.cfg.Log.Info().Str("model", name).Str("op", op).Dur("took", time.Since(start)).Err(err).Msg("model control")
-	if err == nil {
+	f := g.runControl(r.Context(), repo, op, name, wait, do)
+	switch {
+	case f == nil:
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
-		return
+	case f.status == statusClientGone:
+		// The caller left; nothing to write.
+	default:
+		writeError(w, f.status, f.reason, f.msg)
+	}
+}
+
+// runControl runs a load or unload (op) of the model name within wait,
+// logs it, and says how it failed; nil if it did not.
+func (g *Gateway) runControl(ctx context.Context, repo Repository, op, name string, wait time.Duration, do func(Repository, context.Context, string) error) *failure {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	start := time.Now()
+	err := do(repo, ctx, name)
+	g.cfg.Log.Info().Str("model", name).Str("op", op).Dur("took", time.Since(start)).Err(err).Msg("model control")
+	if err == nil {
+		return nil
 	}
 	// The status and reason are inference's (classify), without its
 	// Retry-After hints: an operator's op is not retried blindly.
 	code, _, reason := classify(ctx, err, false)
-	switch code {
-	case statusClientGone:
-		// The caller left; nothing to write.
-	case http.StatusGatewayTimeout:
-		writeError(w, code, reason, fmt.Sprintf("%s of %q not done in %v: %v", op, name, wait, err))
-	default:
-		writeError(w, code, reason, err.Error())
+	msg := err.Error()
+	if code == http.StatusGatewayTimeout {
+		msg = fmt.Sprintf("%s of %q not done in %v: %v", op, name, wait, err)
 	}
+	return &failure{status: code, reason: reason, msg: msg, err: err}
 }

@@ -110,11 +110,11 @@ func retryAfter(d time.Duration) string {
 	return strconv.Itoa(int(math.Ceil(d.Seconds())))
 }
 
-// capListener is the listener Listener returns.
+// capListener is the listener Listener and GRPCListener return.
 type capListener struct {
 	net.Listener
 	g         *Gateway
-	busy      []byte
+	busy      []byte // the answer to a connection past the cap; nil: none, close it at once
 	rejecting atomic.Int64
 }
 
@@ -131,7 +131,11 @@ func (l *capListener) Accept() (net.Conn, error) {
 		st.OpenConns.Add(-1)
 		st.RejectedConns.Add(1)
 		l.g.capLog.Warn().Int("max_connections", l.g.cfg.MaxConnections).Uint64("rejected_total", st.RejectedConns.Load()).
-			Msg("gateway at its connection cap: answering new connections 503 (logged at most every 10s)")
+			Msg("gateway at its connection cap: answering new connections 503, closing new gRPC ones (logged at most every 10s)")
+		if l.busy == nil { // GRPCListener: nothing to answer before a preface
+			c.Close()
+			continue
+		}
 		if l.rejecting.Add(1) > maxRejecting {
 			l.rejecting.Add(-1)
 			c.Close()

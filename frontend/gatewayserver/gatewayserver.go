@@ -1,7 +1,8 @@
-// Package gatewayserver serves a frontend client's KServe v2 HTTP gateway
-// (frontend/gateway) with its Prometheus metrics: what `symphony frontend`
-// and `symphony demo --http-addr` run. It adapts the client to the
-// gateway's Inferer, so that the gateway itself stays free of the client.
+// Package gatewayserver serves a frontend client's KServe v2 gateway
+// (frontend/gateway) over HTTP, with its Prometheus metrics, and over
+// gRPC: what `symphony frontend` and `symphony demo --http-addr
+// --grpc-addr` run. It adapts the client to the gateway's Inferer, so that
+// the gateway itself stays free of the client.
 package gatewayserver
 
 import (
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
 
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
@@ -22,36 +24,137 @@ import (
 // Serve serves the KServe v2 gateway for client on addr with the
 // settings gc (its Log and Observe are set here), behind the gateway's own
 // server timeouts and connection cap, with the frontend's Prometheus
-// metrics at /metrics if withMetrics.
+// metrics at /metrics if withMetrics. It is Start with HTTP alone.
 func Serve(client *frontend.Client, addr string, gc gateway.Config, withMetrics bool, log zerolog.Logger) (*http.Server, string, error) {
-	gc.Log = log
+	s, err := Start(client, Config{HTTPAddr: addr, Gateway: gc, Metrics: withMetrics, Log: log})
+	if err != nil {
+		return nil, "", err
+	}
+	return s.HTTP, s.HTTPAddr, nil
+}
+
+// Config says what Start serves.
+type Config struct {
+	// HTTPAddr is the address of the KServe v2 HTTP gateway, with the
+	// metrics beside it; "" for none.
+	HTTPAddr string
+	// GRPCAddr is the address of the KServe v2 gRPC endpoint
+	// (GRPCInferenceService), on a listener of its own; "" for none.
+	GRPCAddr string
+	// Gateway is both endpoints' settings; Start sets its Log and
+	// Observe.
+	Gateway gateway.Config
+	// Metrics serves the frontend's Prometheus metrics at /metrics on
+	// HTTPAddr; they count the gRPC requests with the HTTP ones, each
+	// under the HTTP status its answer stands for.
+	Metrics bool
+	Log     zerolog.Logger
+}
+
+// Servers are the endpoints Start serves: one gateway, and so one
+// in-flight cap, connection cap and set of metrics, over HTTP and gRPC.
+type Servers struct {
+	HTTP     *http.Server // nil without Config.HTTPAddr
+	HTTPAddr string       // where HTTP listens (its port chosen if the Config's was 0)
+	GRPC     *grpc.Server // nil without Config.GRPCAddr
+	GRPCAddr string       // where gRPC listens
+}
+
+// Start serves the KServe v2 gateway for client over HTTP and gRPC, each
+// on its own listener, behind the gateway's own timeouts and caps, in the
+// background. It binds both listeners before it serves on either, so that
+// an address that is taken fails the start, naming the endpoint.
+func Start(client *frontend.Client, cfg Config) (*Servers, error) {
+	gc := cfg.Gateway
+	gc.Log = cfg.Log
 	var m *frontmetrics.Metrics
-	if withMetrics {
+	if cfg.Metrics {
 		m = frontmetrics.New(client.Stats())
 		client.ObserveEnds(m.Ended)
 		gc.Observe = m.Observe
 	}
 	gw, err := gateway.New(Inferer{client}, gc)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	mux := http.NewServeMux()
-	if m != nil {
-		m.Gateway(gw.Stats())
-		mux.Handle("/metrics", m.Handler())
+	var httpLn, grpcLn net.Listener
+	if cfg.HTTPAddr != "" {
+		if httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
 	}
-	mux.Handle("/", gw)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", fmt.Errorf("gateway: %w", err)
+	if cfg.GRPCAddr != "" {
+		if grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			if httpLn != nil {
+				httpLn.Close()
+			}
+			return nil, fmt.Errorf("gateway gRPC: %w", err)
+		}
 	}
-	srv := gw.Server(mux)
+	s := &Servers{}
+	if httpLn != nil {
+		mux := http.NewServeMux()
+		if m != nil {
+			m.Gateway(gw.Stats())
+			mux.Handle("/metrics", m.Handler())
+		}
+		mux.Handle("/", gw)
+		s.HTTP, s.HTTPAddr = gw.Server(mux), httpLn.Addr().String()
+		go func() {
+			if err := s.HTTP.Serve(gw.Listener(httpLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Log.Error().Err(err).Str("addr", httpLn.Addr().String()).Msg("gateway stopped")
+			}
+		}()
+	}
+	if grpcLn != nil {
+		s.GRPC, s.GRPCAddr = gw.GRPCServer(), grpcLn.Addr().String()
+		go func() {
+			if err := s.GRPC.Serve(gw.GRPCListener(grpcLn)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				cfg.Log.Error().Err(err).Str("addr", grpcLn.Addr().String()).Msg("gateway gRPC stopped")
+			}
+		}()
+	}
+	return s, nil
+}
+
+// Shutdown stops both endpoints gracefully: they take no new requests,
+// and return once those in flight are answered, or when ctx ends, which
+// closes what is left. It returns the HTTP server's error.
+func (s *Servers) Shutdown(ctx context.Context) error {
+	grpcDone := make(chan struct{})
 	go func() {
-		if err := srv.Serve(gw.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("gateway stopped")
+		defer close(grpcDone)
+		if s.GRPC == nil {
+			return
+		}
+		stopped := make(chan struct{})
+		go func() {
+			s.GRPC.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			s.GRPC.Stop()
+			<-stopped
 		}
 	}()
-	return srv, ln.Addr().String(), nil
+	var err error
+	if s.HTTP != nil {
+		err = s.HTTP.Shutdown(ctx)
+	}
+	<-grpcDone
+	return err
+}
+
+// Close closes both endpoints and their connections at once.
+func (s *Servers) Close() {
+	if s.HTTP != nil {
+		s.HTTP.Close()
+	}
+	if s.GRPC != nil {
+		s.GRPC.Stop()
+	}
 }
 
 // Inferer adapts a frontend client to the gateway's Inferer: requests
