@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/symphony
 PKGS    := ./...
 
-.PHONY: build test lint bench demo experiments fuzz clean onnxruntime models onnx-acceptance proto
+.PHONY: build test lint bench demo experiments fuzz clean onnxruntime models onnx-acceptance deploy-check proto
 
 # The production binary and the bench harness, side by side: symphony runs
 # its bench commands (sim, demo, bench) through symphony-bench.
@@ -76,6 +76,36 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags rdma ./...
 
+# The Kubernetes manifests (deploy/k8s), checked offline: kustomize renders
+# them; kubeconform validates them with -strict (an unknown field or a
+# duplicate key fails) against JSON schemas made by deploy/k8sschema from
+# Kubernetes' OpenAPI document, which the Go module proxy serves in module
+# k8s.io/kubernetes (kubeconform's usual schemas are on GitHub, which CI
+# cannot reach); and deploy/argscheck runs each Symphony container's args,
+# environment and mounted config file through the binary's --print-config.
+# Tools, schemas and the rendered manifests go to .cache/.
+K8S_VERSION         := 1.36.3
+KUBECONFORM_VERSION := v0.8.0
+KUSTOMIZE_VERSION   := v5.8.2
+DEPLOY_TOOLS        := $(CURDIR)/.cache/bin
+K8S_SCHEMA_DIR      := .cache/k8s-schemas
+K8S_SCHEMAS         := $(K8S_SCHEMA_DIR)/v$(K8S_VERSION)-standalone-strict
+deploy-check: $(K8S_SCHEMAS)/.done
+	GOBIN=$(DEPLOY_TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	GOBIN=$(DEPLOY_TOOLS) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mkdir -p .cache/deploy
+	$(DEPLOY_TOOLS)/kustomize build deploy/k8s > .cache/deploy/symphony.yaml
+	$(DEPLOY_TOOLS)/kubeconform -strict -summary -kubernetes-version $(K8S_VERSION) \
+	  -schema-location $(K8S_SCHEMA_DIR) .cache/deploy/symphony.yaml deploy/k8s/extras
+	$(GO) build -o .cache/deploy/symphony ./cmd/symphony
+	$(GO) run ./deploy/argscheck -symphony .cache/deploy/symphony .cache/deploy/symphony.yaml deploy/k8s/extras/*.yaml
+$(K8S_SCHEMAS)/.done: deploy/k8sschema/main.go
+	rm -rf $(K8S_SCHEMAS)
+	json=$$(cd / && $(GO) mod download -json k8s.io/kubernetes@v$(K8S_VERSION)) || { echo "$$json" >&2; exit 1; }; \
+	dir=$$(echo "$$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	$(GO) run ./deploy/k8sschema -in "$$dir/api/openapi-spec/swagger.json" -out $(K8S_SCHEMAS)
+	touch $@
+
 # Go benchmarks (allocation counts included) and the scheduler-alone
 # throughput benchmark of the paper's Figure 11 (left).
 bench: build
@@ -106,6 +136,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferRequest$$' -fuzztime 60s -fuzzminimizetime 5s ./frontend/gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeGRPCRequest$$' -fuzztime 60s -fuzzminimizetime 5s ./frontend/gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCBC$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/lpsolve/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseGLPK$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/lpsolve/
 	$(GO) test -run '^$$' -fuzz '^FuzzSolutionAssignment$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
