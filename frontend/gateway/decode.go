@@ -36,7 +36,10 @@ type inferRequest struct {
 	Input   []byte        // the request's bytes: its inputs' raw bytes, laid out for the model
 	Outputs []outputReq   // the output tensors of the response, in order
 	Batched bool          // a typed model's inputs had a leading batch dimension of 1, and so will its outputs
-	Timeout time.Duration // from parameters.timeout_ms; 0 if not given
+	Timeout time.Duration // from parameters.timeout_ms and timeout; 0 if neither is given
+	// Priority is the frontend's level for parameters.priority
+	// (requestOptions); 0 if not given.
+	Priority uint8
 }
 
 // outputReq is one output tensor the response carries.
@@ -63,6 +66,8 @@ type wireRequest struct {
 	Parameters struct {
 		BinaryDataOutput bool     `json:"binary_data_output"`
 		TimeoutMS        *float64 `json:"timeout_ms"`
+		Timeout          *float64 `json:"timeout"`  // Triton's, in microseconds
+		Priority         *float64 `json:"priority"` // Triton's: 1 the highest
 	} `json:"parameters"`
 	Inputs  []wireInput  `json:"inputs"`
 	Outputs []wireOutput `json:"outputs"`
@@ -118,15 +123,13 @@ func decodeInferRequest(body []byte, headerLen string, inputs, outputs []tensor.
 		head, bin = body[:n], body[n:]
 	}
 	var w wireRequest
-	if err := json.Unmarshal(head, &w); err != nil {
+	err := json.Unmarshal(head, &w)
+	if err != nil {
 		return nil, fmt.Errorf("malformed inference request JSON: %v", err)
 	}
 	req := &inferRequest{ID: w.ID}
-	if t := w.Parameters.TimeoutMS; t != nil {
-		if !(*t > 0) || *t > maxTimeoutMS {
-			return nil, fmt.Errorf("parameter timeout_ms %v is not a positive number of milliseconds", *t)
-		}
-		req.Timeout = time.Duration(math.Ceil(*t * float64(time.Millisecond)))
+	if req.Timeout, req.Priority, err = requestOptions(w.Parameters.TimeoutMS, w.Parameters.Timeout, w.Parameters.Priority); err != nil {
+		return nil, err
 	}
 	tensors, allBinary, err := decodeInputs(w.Inputs, bin, hasBin, int64(len(body)))
 	if err != nil {

@@ -89,13 +89,23 @@
 // # Deadlines
 //
 // A request may bound its own latency with the X-Symphony-Timeout header
-// (a Go duration, such as "20ms") or the request parameter "timeout_ms"
-// (a number); with both, the shorter wins. The bound, counted from the
+// (a Go duration, such as "20ms"), the request parameter "timeout_ms" (a
+// number of milliseconds) or Triton's "timeout" (whole microseconds); the
+// shortest wins. The bound, counted from the
 // moment the request's body has arrived, becomes a deadline on the context
 // handed to Infer, and the frontend client never lets a request run past
 // its model's SLO, so a timeout can only shorten a deadline. The HTTP
 // request's context is the parent: a client that disconnects cancels its
 // request.
+//
+// # Priority
+//
+// The request parameter "priority" is Triton's: 0 the default, 1 the
+// highest, larger numbers lower, up to MaxPriority. It reaches the
+// frontend as a level (PriorityFrom) where a higher level is planned first
+// within its model's queue and dropped last (scheduler/README.md,
+// "Priority levels"): priority p is level 256 − p, and the default level 0
+// ranks below every explicit priority.
 //
 // The caller's clock also counts what the frontend's does not: the
 // request's way in and the answer's way back over HTTP. Symphony's
@@ -160,8 +170,9 @@
 // of ErrorDomain whose Reason is the HTTP body's reason (GRPCError reads
 // it back into the frontend's typed error), and a google.rpc.RetryInfo of
 // Config.RetryAfter where HTTP sends Retry-After. The request's own
-// timeout is the shortest of its timeout_ms parameter, its
-// x-symphony-timeout metadata (TimeoutMetadata) and its gRPC deadline.
+// timeout is the shortest of its timeout_ms and timeout parameters, its
+// x-symphony-timeout metadata (TimeoutMetadata) and its gRPC deadline; its
+// priority parameter is HTTP's.
 // The answer carries the batch as response parameters, and its outputs as
 // typed contents when the inputs came so and every output has a typed
 // form, else as raw_output_contents. ModelMetadata sends the model's SLO

@@ -35,7 +35,8 @@ type Inferer interface {
 	// the request's own timeout), for the frontend to schedule by
 	// (frontend.WithDeadline). Unlike ctx's deadline it must not end the
 	// request: an answer a little after it still reaches the caller in
-	// time.
+	// time. ctx carries the request's priority level, if it asked for one
+	// (PriorityFrom), for the frontend (frontend.WithPriority).
 	Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error)
 	// Model reports whether the model is served and whether it is ready
 	// (has GPUs / is connected).

@@ -36,6 +36,7 @@ type fakeInferer struct {
 	hasDL    bool
 	called   time.Time
 	schedule time.Time // the deadline argument
+	priority uint8     // PriorityFrom the call's context
 }
 
 func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte, deadline time.Time) ([]byte, error) {
@@ -44,6 +45,7 @@ func (f *fakeInferer) Infer(ctx context.Context, model string, input []byte, dea
 	f.input, f.model = append([]byte(nil), input...), model
 	f.dl, f.hasDL = ctx.Deadline()
 	f.called, f.schedule = time.Now(), deadline
+	f.priority = PriorityFrom(ctx)
 	f.mu.Unlock()
 	if f.infer != nil {
 		return f.infer(ctx, model, input)
@@ -388,6 +390,11 @@ func TestInferBadRequests(t *testing.T) {
 		{"zero timeout_ms", []byte(`{"parameters":{"timeout_ms":0},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "timeout_ms"},
 		{"huge timeout_ms", []byte(`{"parameters":{"timeout_ms":1e300},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "timeout_ms"},
 		{"string timeout_ms", []byte(`{"parameters":{"timeout_ms":"5"},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "malformed"},
+		{"zero timeout", []byte(`{"parameters":{"timeout":0},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "parameter timeout 0 is not a positive whole number of microseconds"},
+		{"fractional timeout", []byte(`{"parameters":{"timeout":1.5},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "parameter timeout 1.5"},
+		{"priority past the levels", []byte(`{"parameters":{"priority":256},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "parameter priority 256 is not a whole number from 0 (the default) to 255"},
+		{"negative priority", []byte(`{"parameters":{"priority":-1},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "parameter priority -1"},
+		{"fractional priority", []byte(`{"parameters":{"priority":0.5},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil, "parameter priority 0.5"},
 		{"bad timeout header", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}`)), map[string]string{TimeoutHeader: "soon"}, TimeoutHeader},
 		{"negative timeout header", []byte(one(`{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}`)), map[string]string{TimeoutHeader: "-1s"}, TimeoutHeader},
 		{"header length not a number", []byte(`{}`), map[string]string{headerLengthHeader: "ten"}, "is not a byte count"},
@@ -632,6 +639,8 @@ func TestTimeouts(t *testing.T) {
 		{"fractional parameter", `{"parameters":{"timeout_ms":0.5},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "", 500 * time.Microsecond, ""},
 		{"shorter header wins", `{"parameters":{"timeout_ms":3000},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "40ms", 40 * time.Millisecond, ""},
 		{"shorter parameter wins", `{"parameters":{"timeout_ms":25},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "1h", 25 * time.Millisecond, ""},
+		{"Triton's timeout, in microseconds", `{"parameters":{"timeout":35000},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "", 35 * time.Millisecond, ""},
+		{"the shortest of both parameters", `{"parameters":{"timeout_ms":50,"timeout":45000},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`, "", 45 * time.Millisecond, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -869,6 +878,24 @@ func TestSchedulingDeadlineKeepsTheHTTPBudget(t *testing.T) {
 		got := g.deadline(at, tc.slo, tc.timeout)
 		if (tc.want == 0) != got.IsZero() || (tc.want != 0 && got.Sub(at) != tc.want) {
 			t.Errorf("budget %v, SLO %v, timeout %v: deadline %v after, want %v", tc.budget, tc.slo, tc.timeout, got.Sub(at), tc.want)
+		}
+	}
+}
+
+// The priority parameter is Triton's (1 the highest, 0 the default) and
+// reaches the Inferer as a level where higher ranks first.
+func TestPriorityParameter(t *testing.T) {
+	for _, tc := range []struct {
+		param string
+		want  uint8
+	}{{"", 0}, {`"priority":0,`, 0}, {`"priority":1,`, 255}, {`"priority":2,`, 254}, {`"priority":255,`, 1}} {
+		f := newFake()
+		body := `{"parameters":{` + tc.param + `"binary_data_output":false},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`
+		if w := do(newGateway(t, f, nil), "POST", "/v2/models/resnet/infer", []byte(body), nil); w.Code != 200 {
+			t.Fatalf("%s: status %d: %s", tc.param, w.Code, w.Body)
+		}
+		if f.priority != tc.want {
+			t.Errorf("%q: level %d, want %d", tc.param, f.priority, tc.want)
 		}
 	}
 }

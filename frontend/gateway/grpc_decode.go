@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/symphony-serving/symphony/frontend/gateway/inferencepb"
 	"github.com/symphony-serving/symphony/tensor"
@@ -30,12 +29,20 @@ const rawSizeIs = "raw_input_contents has"
 // worded for the caller.
 func decodeGRPCRequest(r *inferencepb.ModelInferRequest, inputs, outputs []tensor.Spec, limit int64) (req *inferRequest, typed bool, err error) {
 	req = &inferRequest{ID: r.GetId()}
-	if p, ok := r.GetParameters()["timeout_ms"]; ok {
-		ms, ok := paramNumber(p)
-		if !ok || !(ms > 0) || ms > maxTimeoutMS {
-			return nil, false, fmt.Errorf("parameter timeout_ms %v is not a positive number of milliseconds", paramValue(p))
+	var opts [3]*float64 // timeout_ms, timeout, priority
+	for i, name := range []string{"timeout_ms", "timeout", "priority"} {
+		p, ok := r.GetParameters()[name]
+		if !ok {
+			continue
 		}
-		req.Timeout = time.Duration(math.Ceil(ms * float64(time.Millisecond)))
+		v, ok := paramNumber(p)
+		if !ok {
+			return nil, false, fmt.Errorf("parameter %s %v is not a number", name, paramValue(p))
+		}
+		opts[i] = &v
+	}
+	if req.Timeout, req.Priority, err = requestOptions(opts[0], opts[1], opts[2]); err != nil {
+		return nil, false, err
 	}
 	tensors, raw, err := grpcInputs(r, limit)
 	if err != nil {

@@ -362,6 +362,12 @@ func TestGRPCInferMatchesHTTP(t *testing.T) {
 				r.Parameters = map[string]*inferencepb.InferParameter{"timeout_ms": {ParameterChoice: &inferencepb.InferParameter_Int64Param{Int64Param: -5}}}
 				return r
 			}(), false, codes.InvalidArgument, ""},
+		{"a priority past the levels", "resnet", []byte(`{"parameters":{"priority":300},"inputs":[{"name":"a","shape":[1],"datatype":"UINT8","data":[1]}]}`), nil,
+			func() *inferencepb.ModelInferRequest {
+				r := rawInputs("resnet", tensor.Tensor{Name: "a", Datatype: "UINT8", Shape: []int64{1}, Data: []byte{1}})
+				r.Parameters = map[string]*inferencepb.InferParameter{"priority": {ParameterChoice: &inferencepb.InferParameter_Uint64Param{Uint64Param: 300}}}
+				return r
+			}(), false, codes.InvalidArgument, ""},
 		{"raw contents of the wrong length", "cnn", shortBin, shortHdr, rawInputs("cnn", tensor.Tensor{Name: "x", Datatype: "FP32", Shape: []int64{1, 8, 8}, Data: make([]byte, 200)}),
 			false, codes.InvalidArgument, `input "x": 64 elements of FP32 need 256 bytes, raw_input_contents has 200`},
 		{"unknown model", "nope", reqBody, nil, rawInputs("nope", tensor.Tensor{Name: "a", Datatype: "UINT8", Shape: []int64{1}, Data: []byte{1}}), false, codes.NotFound, ""},
@@ -836,4 +842,29 @@ func FuzzDecodeGRPCRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Over gRPC too, the priority parameter is Triton's and reaches the
+// Inferer as its level, and Triton's timeout (microseconds) bounds the
+// call.
+func TestGRPCPriorityAndTimeout(t *testing.T) {
+	f := newFake()
+	c := serveGRPC(t, newGateway(t, f, nil))
+	r := rawInputs("resnet", tensor.Tensor{Name: "a", Datatype: "UINT8", Shape: []int64{1}, Data: []byte{1}})
+	r.Parameters = map[string]*inferencepb.InferParameter{
+		"priority": {ParameterChoice: &inferencepb.InferParameter_Int64Param{Int64Param: 1}},
+		"timeout":  {ParameterChoice: &inferencepb.InferParameter_Uint64Param{Uint64Param: 40000}},
+	}
+	start := time.Now()
+	if _, err := c.ModelInfer(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.priority != 255 {
+		t.Errorf("priority 1 reached the Inferer as level %d, want 255", f.priority)
+	}
+	if !f.hasDL || f.dl.Before(start.Add(40*time.Millisecond)) || f.dl.After(f.called.Add(40*time.Millisecond)) {
+		t.Errorf("deadline %v (set %v), want 40ms after the call", f.dl.Sub(start), f.hasDL)
+	}
 }

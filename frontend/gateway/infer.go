@@ -126,6 +126,7 @@ func (g *Gateway) run(ctx context.Context, l *inferLog, info ModelInfo, known bo
 	var batch Batch
 	var err error
 	deadline := g.deadline(now, info.SLO, timeout)
+	ctx = WithPriority(ctx, req.Priority)
 	if ti, ok := g.inf.(TimedInferer); ok {
 		out, batch, err = ti.InferTimed(ctx, l.model, req.Input, deadline)
 	} else {

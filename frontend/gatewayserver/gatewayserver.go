@@ -173,6 +173,9 @@ func (g Inferer) InferTimed(ctx context.Context, model string, input []byte, dea
 	if !deadline.IsZero() {
 		opts = append(opts, frontend.WithDeadline(deadline))
 	}
+	if p := gateway.PriorityFrom(ctx); p > 0 {
+		opts = append(opts, frontend.WithPriority(p))
+	}
 	call := g.C.Go(ctx, model, input, opts...)
 	<-call.Done()
 	t := call.Timing
