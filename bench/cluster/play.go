@@ -219,9 +219,9 @@ func (c *Cluster) Target() *Target { return &Target{c: c} }
 type Target struct{ c *Cluster }
 
 // Start starts one request on the frontend now running (loadgen.Target).
-func (t *Target) Start(ctx context.Context, model string, input []byte) loadgen.Call {
+func (t *Target) Start(ctx context.Context, model string, input []byte, priority uint8) loadgen.Call {
 	if f := t.c.Frontend(0); f != nil {
-		return loadgen.Client(f).Start(ctx, model, input)
+		return loadgen.Client(f).Start(ctx, model, input, priority)
 	}
 	return loadgen.Failed(frontend.ErrClosed)
 }

@@ -106,6 +106,13 @@ func (c *collector) account(e *entry) {
 	if !r.inWindow(e.at) {
 		return
 	}
+	if len(r.w.Models[e.model].PriorityMix) > 0 {
+		good := uint64(0)
+		if o == report.OutcomeGood {
+			good = 1
+		}
+		m.AddLevel(e.level, 1, good)
+	}
 	if ran {
 		m.Queueing.Record(t.Started.Sub(t.Submitted))
 	}

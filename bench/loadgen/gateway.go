@@ -55,9 +55,19 @@ func NewGatewayTarget(ctx context.Context, c *kserveclient.Client, w *workload.W
 
 // Start implements Target. The gateway's answer says which batch ran the
 // request, which becomes the call's timing.
-func (t *GatewayTarget) Start(ctx context.Context, model string, input []byte) Call {
+func (t *GatewayTarget) Start(ctx context.Context, model string, input []byte, priority uint8) Call {
 	return Go(func() (frontend.Timing, error) {
-		_, b, err := t.c.Infer(ctx, model, input)
+		_, b, err := t.c.InferPriority(ctx, model, input, tritonPriority(priority))
 		return frontend.Timing{BatchSize: b.Size, Started: b.Started, Finished: b.Finished}, err
 	})
+}
+
+// tritonPriority is the gateway's priority parameter for a frontend level
+// (gateway.PriorityFrom's inverse): 0 for the default level 0, else
+// 256 − level, Triton's numbering where 1 is the highest.
+func tritonPriority(level uint8) uint64 {
+	if level == 0 {
+		return 0
+	}
+	return uint64(256 - int(level))
 }

@@ -103,7 +103,7 @@ func (c *cycler) next(input []byte) ([]byte, error) {
 	return input, nil
 }
 
-func (c *cycler) Start(_ context.Context, model string, input []byte) Call {
+func (c *cycler) Start(_ context.Context, model string, input []byte, _ uint8) Call {
 	return Go(func() (frontend.Timing, error) {
 		_, err := c.next(input)
 		return frontend.Timing{}, err

@@ -93,16 +93,20 @@ func (t *GRPCTarget) check(ctx context.Context, w *workload.Workload) error {
 // Start implements Target. The answer's parameters say which batch ran
 // the request, which becomes the call's timing; a request whose ctx ended
 // is a canceled drop, as from the embedded client.
-func (t *GRPCTarget) Start(ctx context.Context, model string, input []byte) Call {
+func (t *GRPCTarget) Start(ctx context.Context, model string, input []byte, priority uint8) Call {
 	c := t.clients[int(t.next.Add(1))%len(t.clients)]
 	return Go(func() (frontend.Timing, error) {
-		resp, err := c.ModelInfer(ctx, &inferencepb.ModelInferRequest{
+		req := &inferencepb.ModelInferRequest{
 			ModelName: model,
 			Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{
 				{Name: "input0", Datatype: "UINT8", Shape: []int64{int64(len(input))}},
 			},
 			RawInputContents: [][]byte{input},
-		})
+		}
+		if p := tritonPriority(priority); p > 0 {
+			req.Parameters = map[string]*inferencepb.InferParameter{"priority": {ParameterChoice: &inferencepb.InferParameter_Uint64Param{Uint64Param: p}}}
+		}
+		resp, err := c.ModelInfer(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return frontend.Timing{}, &frontend.DropError{Model: model, Reason: frontend.DropCanceled}

@@ -25,14 +25,17 @@ import (
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/scheduler"
 )
 
 // Target is where the load goes: an embedded frontend client (Client), a
 // KServe gateway (GatewayTarget), a cluster whose frontends come and go
 // (bench/cluster.Target).
 type Target interface {
-	// Start issues one request now; the Call ends with its outcome.
-	Start(ctx context.Context, model string, input []byte) Call
+	// Start issues one request now at priority level priority (0, the
+	// default, for a workload without a priority_mix; higher ranks
+	// first: scheduler.Request.Priority); the Call ends with its outcome.
+	Start(ctx context.Context, model string, input []byte, priority uint8) Call
 }
 
 // Call is one request in flight as the load generator sees it: when it
@@ -49,7 +52,10 @@ func Client(c *frontend.Client) Target { return clientTarget{c} }
 
 type clientTarget struct{ c *frontend.Client }
 
-func (t clientTarget) Start(ctx context.Context, model string, input []byte) Call {
+func (t clientTarget) Start(ctx context.Context, model string, input []byte, priority uint8) Call {
+	if priority > 0 {
+		return clientCall{t.c.Go(ctx, model, input, frontend.WithPriority(priority))}
+	}
 	return clientCall{t.c.Go(ctx, model, input)}
 }
 
@@ -156,7 +162,7 @@ func (o Options) withDefaults(w *workload.Workload) Options {
 }
 
 // starter issues one request.
-type starter func(ctx context.Context, model string, input []byte) Call
+type starter func(ctx context.Context, model string, input []byte, priority uint8) Call
 
 // Run offers w's load to t in real time: warmup, then the measured window.
 // It waits for every request to end and returns the report of the window.
@@ -201,8 +207,8 @@ func run(ctx context.Context, start starter, w *workload.Workload, o Options) (*
 		wg.Go(r.collectors[i].loop)
 	}
 	stopProgress := r.progress(o.Progress)
-	err := r.pace(ctx, gen, func(_ context.Context, model string, input []byte) Call {
-		return start(callCtx, model, input)
+	err := r.pace(ctx, gen, func(_ context.Context, model string, input []byte, priority uint8) Call {
+		return start(callCtx, model, input, priority)
 	}, inputs)
 	stoppedAt := time.Since(r.start)
 	if err != nil {
@@ -263,12 +269,15 @@ func (r *runner) pace(ctx context.Context, gen *workload.Generator, start starte
 		}
 		gen.Pop()
 		r.lag.Record(now - due) // early issues record as 0
-		p := start(ctx, r.w.Models[m].Name, inputs[m])
+		// The level the simulator gives the same request (PriorityOf).
+		level := r.w.Models[m].PriorityOf(r.arrivals[m])
+		r.arrivals[m]++
+		p := start(ctx, r.w.Models[m].Name, inputs[m], uint8(level))
 		if r.inWindow(due) {
 			r.offered[m]++
 		}
 		r.issued.Add(1)
-		r.collectors[m%len(r.collectors)].q.push(entry{p: p, model: int32(m), at: due})
+		r.collectors[m%len(r.collectors)].q.push(entry{p: p, model: int32(m), at: due, level: level})
 	}
 }
 
@@ -351,8 +360,10 @@ type runner struct {
 	start            time.Time
 	winStart, winEnd time.Duration
 	offered          []uint64
-	lag              report.Histogram
-	models           []report.ModelCounts
+	// arrivals counts each model's requests issued, for their levels.
+	arrivals []uint64
+	lag      report.Histogram
+	models   []report.ModelCounts
 	// profiles[i] is model i's ℓ(b) table (Options.Profile), nil if unknown.
 	profiles   [][]time.Duration
 	collectors []collector
@@ -363,8 +374,9 @@ type runner struct {
 func newRunner(w *workload.Workload, o Options) *runner {
 	r := &runner{
 		w: w, o: o, winStart: w.Warmup, winEnd: w.Warmup + w.Duration,
-		offered: make([]uint64, len(w.Models)),
-		models:  make([]report.ModelCounts, len(w.Models)),
+		offered:  make([]uint64, len(w.Models)),
+		arrivals: make([]uint64, len(w.Models)),
+		models:   make([]report.ModelCounts, len(w.Models)),
 	}
 	r.profiles = make([][]time.Duration, len(w.Models))
 	for i, m := range w.Models {
@@ -394,6 +406,7 @@ type entry struct {
 	p     Call
 	model int32
 	at    time.Duration // scheduled arrival, since the start
+	level scheduler.Priority
 }
 
 // queue is an unbounded FIFO from the pacer to one collector, so that the

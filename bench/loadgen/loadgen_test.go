@@ -79,7 +79,7 @@ type fake struct {
 	stall      func(k int)
 }
 
-func (f *fake) start(ctx context.Context, model string, input []byte) Call {
+func (f *fake) start(ctx context.Context, model string, input []byte, _ uint8) Call {
 	f.mu.Lock()
 	if f.n == nil {
 		f.n = map[string]int{}

@@ -25,7 +25,7 @@ type sweepTarget struct {
 	onIssue  func(n int64)
 }
 
-func (f *sweepTarget) Start(_ context.Context, model string, _ []byte) Call {
+func (f *sweepTarget) Start(_ context.Context, model string, _ []byte, _ uint8) Call {
 	n := f.issued.Add(1)
 	f.inFlight.Add(1)
 	if f.onIssue != nil {

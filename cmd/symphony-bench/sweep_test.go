@@ -119,7 +119,7 @@ func TestDemoSweep(t *testing.T) {
 // answerAll is a target that answers every request at once.
 type answerAll struct{}
 
-func (answerAll) Start(context.Context, string, []byte) loadgen.Call {
+func (answerAll) Start(context.Context, string, []byte, uint8) loadgen.Call {
 	return loadgen.Go(func() (frontend.Timing, error) { return frontend.Timing{}, nil })
 }
 
