@@ -47,7 +47,16 @@ func TestCallOptionsReachTheScheduler(t *testing.T) {
 	low := []*frontend.Call{c.Go(ctx, "m", []byte("a")), c.Go(ctx, "m", []byte("b"), frontend.WithTimeout(3*time.Second))}
 	high := []*frontend.Call{c.Go(ctx, "m", []byte("c"), frontend.WithPriority(1)), c.Go(ctx, "m", []byte("d"), frontend.WithPriority(1))}
 	made := time.Now()
-	b.Ready(t) // the GPU comes online with the four queued
+	// The calls' tasks go out through the client's submit queue; the GPU
+	// comes online once the scheduler holds all four.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for ; svc.Snapshot().Tasks < 4; <-tick.C {
+		if time.Since(made) > 10*time.Second {
+			t.Fatalf("the scheduler got %d tasks of 4", svc.Snapshot().Tasks)
+		}
+	}
+	b.Ready(t)
 	first := b.Plan(t)
 	second := b.Plan(t)
 	if len(first.Tasks) != 2 || len(second.Tasks) != 2 {
