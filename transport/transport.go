@@ -5,10 +5,11 @@
 // its Acceptor, then answers wire.Welcome or wire.Reject (and closes). After
 // that both sides Send messages and receive them through a Handler.
 //
-// Two networks implement it: transport/tcp (netpoll, length-prefixed
-// frames) for real deployments, and transport/inproc for tests and the
-// single-process demo, which still encodes and decodes every message so that
-// the codec is always exercised.
+// Three networks implement it: transport/tcp (netpoll, length-prefixed
+// frames) and transport/tlsnet (the same frames over mutual TLS 1.3) for
+// real deployments, and transport/inproc for tests and the single-process
+// demo, which still encodes and decodes every message so that the codec is
+// always exercised.
 package transport
 
 import (

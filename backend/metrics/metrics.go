@@ -15,8 +15,9 @@ import (
 )
 
 // Handler serves the counters in stats (Agent.Stats()), with the Go
-// runtime's and the process's, on a registry of its own.
-func Handler(stats *backend.Stats) http.Handler {
+// runtime's, the process's and extra (the process's own, such as its
+// network's TLS refusals), on a registry of its own.
+func Handler(stats *backend.Stats, extra ...prometheus.Collector) http.Handler {
 	counter := func(name, help string, v func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "symphony_backend_" + name, Help: help},
 			func() float64 { return float64(v()) })
@@ -32,6 +33,7 @@ func Handler(stats *backend.Stats) http.Handler {
 		lagCollector{stats, prometheus.NewDesc("symphony_backend_batch_start_lag_seconds",
 			"How late batches started against their plans' exec_at: a GPU that runs behind its plans, which the scheduler corrects for.", nil, nil)},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 

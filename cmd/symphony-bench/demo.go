@@ -184,7 +184,11 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	grpcAddr := fs.String("grpc-addr", "", "also serve the KServe v2 gRPC endpoint on `ADDR` (e.g. 127.0.0.1:8001)")
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork (the simulator's curve of --sweep runs it too)")
 	dp := cli.AddDataPathFlags(fs)
+	tf := cli.AddTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := tf.Validate(); err != nil {
 		return err
 	}
 	w, err := lf.workload(fs)
@@ -223,7 +227,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	start := func(ctx context.Context) (*cluster.Cluster, func(), error) {
-		c, cc, release, err := startDemoCluster(ctx, w, dp, log)
+		c, cc, release, err := startDemoClusterWith(ctx, w, dp, tf, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -231,6 +235,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		if announce {
 			fmt.Fprintf(stderr, "demo: scheduler %s, %d backends × %d GPUs, frontend inputs on %s, data path %v; budgeting ctrl %v, data %v/request + %v/MiB, result %v\n",
 				c.Scheduler.Addr(), cc.Backends, cc.GPUsPerBackend, c.Frontends[0].DataAddr(), c.Frontends[0].DataPath(), cc.Delays.Ctrl, cc.Delays.DataPerRequest, cc.Delays.DataPerMiB, cc.Delays.Result)
+			if tf.Enabled() {
+				fmt.Fprintf(stderr, "demo: every connection is mutual TLS, with %s for every process\n", tf.Cert)
+			}
 			announce = false // once: every point of a sweep starts the same cluster
 		}
 		return c, release, nil
@@ -278,7 +285,16 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 // TCP, within 30 seconds, and returns it, its configuration and the
 // function that stops it.
 func startDemoCluster(ctx context.Context, w *workload.Workload, dp *cli.DataPathFlags, log zerolog.Logger) (*cluster.Cluster, cluster.Config, func(), error) {
-	network := cli.NewNetwork(log)
+	return startDemoClusterWith(ctx, w, dp, &cli.TLSFlags{Insecure: true}, log)
+}
+
+// startDemoClusterWith is startDemoCluster on the network tf asks for:
+// mutual TLS with its files, or plaintext.
+func startDemoClusterWith(ctx context.Context, w *workload.Workload, dp *cli.DataPathFlags, tf *cli.TLSFlags, log zerolog.Logger) (*cluster.Cluster, cluster.Config, func(), error) {
+	network, err := tf.Network(log)
+	if err != nil {
+		return nil, cluster.Config{}, nil, err
+	}
 	cc, err := cluster.FromWorkload(w, network, "127.0.0.1:0")
 	if err != nil {
 		network.Close()
@@ -315,6 +331,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	grpcAddr := fs.String("grpc", "", "instead of --scheduler, send requests to a frontend's KServe v2 gRPC endpoint at `ADDR` (host:port)")
 	grpcConns := fs.Int("grpc-conns", 1, "with --grpc, the client connections to spread the requests over (each carries many calls at once)")
 	dp := cli.AddDataPathFlags(fs)
+	tf := cli.AddTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -364,8 +381,13 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 		}
 		return lf.benchRunning(ctx, t, w, "gRPC", stdout, stderr)
 	}
+	network, err := tf.Network(log)
+	if err != nil {
+		return err
+	}
+	defer network.Close()
 	fc := frontend.Default()
-	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", cli.NewNetwork(log), log
+	fc.SchedulerAddr, fc.Name, fc.Network, fc.Log = *sched, "bench", network, log
 	fc.DataPath = dp.Config()
 	client, err := frontend.New(fc)
 	if err != nil {
@@ -376,7 +398,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	err = client.WaitReady(wctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("no scheduler answered at %s within 10s (is it running, and is that its --addr?): %w", *sched, err)
+		return fmt.Errorf("no scheduler answered at %s within 10s (is it running, is that its --addr, and if it runs mutual TLS, did bench get --tls-ca/--tls-cert/--tls-key?): %w", *sched, err)
 	}
 	for _, m := range w.Models {
 		info, ok := client.Model(m.Name)

@@ -30,7 +30,12 @@ Usage:
       --config FILE, SYMPHONY_<FLAG> environment variables (precedence: flag >
       environment > file), --print-config, --version, --log-format console|json
       and --pprof-addr, and answers /livez and /readyz beside /metrics
-      (docs/operations.md).
+      (docs/operations.md). --tls-ca/--tls-cert/--tls-key make every
+      connection mutual TLS; without them, plaintext with a warning
+      (--insecure: without the warning).
+  symphony certs --out DIR [--hosts H1,H2] [--days N]
+      Make a development CA, and a certificate and key it signed for each of
+      the scheduler, backends and frontends, for --tls-ca/--tls-cert/--tls-key.
   symphony version
       Print the version, commit and Go version of this binary.
   symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]
@@ -84,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runBackend(args[1:], stdout, stderr)
 	case "frontend":
 		err = runFrontend(args[1:], stdout, stderr)
+	case "certs":
+		err = runCerts(args[1:], stdout, stderr)
 	case "partition":
 		err = runPartition(args[1:], stdout, stderr)
 	case "provision":

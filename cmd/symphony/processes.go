@@ -122,6 +122,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	adviceWindow := fs.Duration("advice-window", service.DefaultAdviceWindow, "how far back the live autoscaling advice (symphony_autoscale_* metrics) looks")
 	tailQuantile := fs.Float64("tail-quantile", overrun.Default().Quantile, "plan each model's deadlines for this quantile of its batches' real run time over the profile's ℓ(b), measured from the backends' reports (scheduler/overrun); 0: plan on ℓ(b) alone")
 	metricsAddr := fs.String("metrics-addr", "", metricsAddrHelp)
+	tf := cli.AddTLSFlags(fs)
 	common := daemon.AddFlags(fs, "log every connection and more")
 	if done, err := parseProcessFlags(fs, common, args, stdout); done || err != nil {
 		return err
@@ -130,6 +131,11 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		return cli.UsageErr("--tail-quantile %v not in [0, 1]", *tailQuantile)
 	}
 	log := common.Logger(stderr)
+	network, err := tf.Network(log)
+	if err != nil {
+		return err
+	}
+	defer network.Close()
 	unloaded, err := unloadedAtStart(*control, *repo, loads)
 	if err != nil {
 		return err
@@ -161,7 +167,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 		cfg.Limits.DrainTimeout = *drain
 	}
 	sc := service.FromServing(cfg)
-	sc.Addr, sc.Network, sc.Log, sc.Unloaded = *addr, cli.NewNetwork(log), log, unloaded
+	sc.Addr, sc.Network, sc.Log, sc.Unloaded = *addr, network, log, unloaded
 	sc.TailQuantile = *tailQuantile
 	if *adviceWindow <= 0 {
 		return cli.UsageErr("--advice-window must be positive")
@@ -189,7 +195,7 @@ func runScheduler(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "scheduler listening on %s (%d models, policy %v)\n", svc.Addr(), len(sc.Models), sc.Policy)
 	if metricsLn != nil {
 		health := daemon.Health{Live: probe(svc.Live), Ready: probe(svc.Ready)}
-		srv := daemon.Serve(metricsLn, daemon.AdminMux(health, schedmetrics.Handler(svc)), log)
+		srv := daemon.Serve(metricsLn, daemon.AdminMux(health, schedmetrics.Handler(svc, network.Collectors("scheduler")...)), log)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
@@ -219,6 +225,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 	var execCPUs cpuList
 	fs.Var(&execCPUs, "executor-cpus", "give each GPU's batches a CPU of their own, as a list (1, or 2,3, or 4-7): GPU i's batches run on the i-th, and the backend's other threads stay off them (Linux; one per GPU; with --executor onnx, --intra-op-threads 1). Keep other processes off them too (taskset -c)")
 	dp := cli.AddDataPathFlags(fs)
+	tf := cli.AddTLSFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", metricsAddrHelp)
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, the longest to wait for the plans held to finish and their results to go out before exiting; a second signal cuts it short")
 	common := daemon.AddFlags(fs, "log more")
@@ -229,8 +236,13 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 		return cli.UsageErr("--drain must be positive")
 	}
 	log := common.Logger(stderr)
+	network, err := tf.Network(log)
+	if err != nil {
+		return err
+	}
+	defer network.Close()
 	bc := backend.Default()
-	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, cli.NewNetwork(log)
+	bc.SchedulerAddr, bc.GPUs, bc.Log, bc.Network = *sched, *gpus, log, network
 	bc.DataPath = dp.Config()
 	bc.Name = cli.ProcessName(*name, "backend")
 	bc.ExecutorCPUs = execCPUs.cpus
@@ -275,7 +287,7 @@ func runBackend(args []string, stdout, stderr io.Writer) error {
 		// Live while the process serves; ready while registered and not
 		// draining, so that a rolling restart waits for the new pod's GPUs.
 		health := daemon.Health{Ready: probe(a.Ready)}
-		srv := daemon.Serve(metricsLn, daemon.AdminMux(health, backmetrics.Handler(a.Stats())), log)
+		srv := daemon.Serve(metricsLn, daemon.AdminMux(health, backmetrics.Handler(a.Stats(), network.Collectors("backend")...)), log)
 		defer srv.Close()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
@@ -327,6 +339,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	advertise := fs.String("advertise-data-addr", "", "the `HOST:PORT` backends are told to dial for --data-addr, when that binds every interface or sits behind NAT (in Kubernetes: the pod's IP and the port; default: --data-addr's own address)")
 	name := fs.String("name", "", "name in logs (default frontend-PID)")
 	dp := cli.AddDataPathFlags(fs)
+	tf := cli.AddTLSFlags(fs)
 	gc := addGatewayFlags(fs)
 	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address (which also answers /livez and /readyz)")
 	common := daemon.AddFlags(fs, "log more")
@@ -337,9 +350,14 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 		return cli.UsageErr("gateway flags: %v", err)
 	}
 	log := common.Logger(stderr)
+	network, err := tf.Network(log)
+	if err != nil {
+		return err
+	}
+	defer network.Close()
 	gc.Version = daemon.ReadBuild().Version
 	fc := frontend.Default()
-	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, cli.NewNetwork(log)
+	fc.SchedulerAddr, fc.DataAddr, fc.Log, fc.Network = *sched, *dataAddr, log, network
 	fc.AdvertiseDataAddr = *advertise
 	fc.DataPath = dp.Config()
 	fc.Name = cli.ProcessName(*name, "frontend")
@@ -356,7 +374,7 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	warnFileLimit(gc.MaxConnections, log)
-	srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: *gc, Metrics: *withMetrics, Log: log})
+	srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: *gc, Metrics: *withMetrics, Collectors: network.Collectors("frontend"), Log: log})
 	if err != nil {
 		return err
 	}

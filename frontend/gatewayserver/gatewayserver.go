@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 
@@ -48,7 +49,10 @@ type Config struct {
 	// HTTPAddr; they count the gRPC requests with the HTTP ones, each
 	// under the HTTP status its answer stands for.
 	Metrics bool
-	Log     zerolog.Logger
+	// Collectors are more metrics of the process's own (its network's
+	// TLS refusals), served with the frontend's when Metrics is set.
+	Collectors []prometheus.Collector
+	Log        zerolog.Logger
 }
 
 // Servers are the endpoints Start serves: one gateway, and so one
@@ -69,7 +73,7 @@ func Start(client *frontend.Client, cfg Config) (*Servers, error) {
 	gc.Log = cfg.Log
 	var m *frontmetrics.Metrics
 	if cfg.Metrics {
-		m = frontmetrics.New(client.Stats())
+		m = frontmetrics.New(client.Stats(), cfg.Collectors...)
 		client.ObserveEnds(m.Ended)
 		gc.Observe = m.Observe
 	}

@@ -40,8 +40,9 @@ var SLOBuckets = []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.0
 	0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2}
 
 // New returns the metrics of the client whose counters stats holds
-// (Client.Stats()).
-func New(stats *frontend.Stats) *Metrics {
+// (Client.Stats()), with extra (the process's own, such as its network's
+// TLS refusals).
+func New(stats *frontend.Stats, extra ...prometheus.Collector) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,6 +87,7 @@ func New(stats *frontend.Stats) *Metrics {
 		ends("expired_requests_total", "Requests among the dropped whose result came after their deadline.", stats.Expired.Load),
 		ends("suppressed_log_lines_total", "Warnings that repeat per message or connection, held back by the log's rate limit.", stats.SuppressedLogs.Load),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(extra...)
 	return m
 }
 

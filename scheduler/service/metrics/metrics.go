@@ -175,10 +175,12 @@ func batchHistogram(sizes []uint64) (count uint64, sum float64, buckets map[floa
 	return count, sum, buckets
 }
 
-// Handler serves src's metrics, with the Go runtime's and the process's,
-// on a registry of its own (no global state).
-func Handler(src Source) http.Handler {
+// Handler serves src's metrics, with the Go runtime's, the process's and
+// extra (the process's own, such as its network's TLS refusals), on a
+// registry of its own (no global state).
+func Handler(src Source, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(src), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
