@@ -25,7 +25,7 @@ const usage = `symphony: a centralized, low-latency batch scheduler for DNN infe
 Usage:
   symphony scheduler [-f CONFIG] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
   symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]
-  symphony frontend --scheduler ADDR [--http-addr ADDR]
+  symphony frontend --scheduler ADDR [--http-addr ADDR] [--grpc-addr ADDR]
       The separate processes of a deployment (see README). Each also takes
       --config FILE, SYMPHONY_<FLAG> environment variables (precedence: flag >
       environment > file), --print-config, --version, --log-format console|json
