@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	_ "embed"
 	"flag"
 	"fmt"
@@ -342,12 +344,25 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	tf := cli.AddTLSFlags(fs)
 	gc := addGatewayFlags(fs)
 	withMetrics := fs.Bool("metrics", true, "serve Prometheus metrics at /metrics on the gateway's address (which also answers /livez and /readyz)")
+	tokenFile := fs.String("gateway-token-file", "", "accept only requests bearing one of the tokens in this `FILE` (one a line; \"Authorization: Bearer TOKEN\", over HTTP and gRPC; health endpoints and /metrics excepted); default: every request")
+	gwCert := fs.String("gateway-tls-cert", "", "serve the gateway (HTTP and gRPC) over TLS with this certificate `FILE` (PEM), with --gateway-tls-key")
+	gwKey := fs.String("gateway-tls-key", "", "the gateway certificate's key `FILE` (PEM)")
+	gwClientCA := fs.String("gateway-tls-client-ca", "", "with --gateway-tls-cert: require client certificates signed by this CA `FILE` (mTLS at the gateway)")
 	common := daemon.AddFlags(fs, "log more")
 	if done, err := parseProcessFlags(fs, common, args, stdout); done || err != nil {
 		return err
 	}
 	if err := gc.Validate(); err != nil {
 		return cli.UsageErr("gateway flags: %v", err)
+	}
+	gwTLS, err := gatewayTLS(*gwCert, *gwKey, *gwClientCA)
+	if err != nil {
+		return err
+	}
+	if *tokenFile != "" {
+		if gc.Tokens, err = gateway.ReadTokens(*tokenFile); err != nil {
+			return cli.UsageErr("--gateway-token-file: %v", err)
+		}
 	}
 	log := common.Logger(stderr)
 	network, err := tf.Network(log)
@@ -374,17 +389,24 @@ func runFrontend(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	warnFileLimit(gc.MaxConnections, log)
-	srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: *gc, Metrics: *withMetrics, Collectors: network.Collectors("frontend"), Log: log})
+	srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: *gc, Metrics: *withMetrics,
+		Collectors: network.Collectors("frontend"), TLS: gwTLS, Log: log})
 	if err != nil {
 		return err
 	}
-	grpcOn := ""
+	grpcOn, scheme := "", "http"
 	if srv.GRPC != nil {
 		grpcOn = "; gRPC on " + srv.GRPCAddr
 	}
+	if gwTLS != nil {
+		scheme, grpcOn = "https", grpcOn+" (TLS)"
+	}
+	if gc.Tokens == nil && !daemon.IsLoopback(srv.HTTPAddr) {
+		log.Warn().Str("addr", srv.HTTPAddr).Msg("the gateway takes requests from the network without a token: give --gateway-token-file, or keep it behind an authenticating proxy")
+	}
 	// Announce the gateway once it can serve: connected to the scheduler.
 	if client.WaitReady(ctx) == nil {
-		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on http://%s, inputs served on %s, data path %v%s\n", fc.Name, srv.HTTPAddr, client.DataAddr(), client.DataPath(), grpcOn)
+		fmt.Fprintf(stdout, "frontend %s: KServe v2 gateway on %s://%s, inputs served on %s, data path %v%s\n", fc.Name, scheme, srv.HTTPAddr, client.DataAddr(), client.DataPath(), grpcOn)
 		if err := gc.CheckInference(gatewayserver.LongestInference(client)); err != nil {
 			log.Warn().Err(err).Msg("--write-timeout is too short for the models served: raise it")
 		}
@@ -469,4 +491,34 @@ func (l *cpuList) Set(v string) error {
 	}
 	l.text, l.cpus = v, cpus
 	return nil
+}
+
+// gatewayTLS is the gateway's TLS configuration from its flags: nil
+// without a certificate; with a client CA, client certificates it signed
+// are required. TLS 1.2 is the least, for the HTTP and gRPC clients of
+// every language.
+func gatewayTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "" && clientCA == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, cli.UsageErr("--gateway-tls-cert and --gateway-tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, cli.UsageErr("--gateway-tls-cert/--gateway-tls-key: %v", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, cli.UsageErr("--gateway-tls-client-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, cli.UsageErr("--gateway-tls-client-ca %s: no PEM certificate in it", clientCA)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
 }

@@ -119,6 +119,10 @@ type Config struct {
 	RetryAfter time.Duration
 	// Version is the server version GET /v2 reports.
 	Version string
+	// Tokens, if set, are the bearer tokens a request must carry, over
+	// HTTP and gRPC alike (the health endpoints excepted); nil admits
+	// every request.
+	Tokens *Tokens
 	// Log receives the gateway's logs: one debug line per inference
 	// request, an error line for each 500, and warnings (at most one every
 	// ten seconds of each kind) when the caps turn requests away. The zero
@@ -234,6 +238,9 @@ func (g *Gateway) Stats() *Stats { return &g.stats }
 
 // ServeHTTP routes a request to its endpoint.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.authHTTP(w, r) {
+		return
+	}
 	g.mux.ServeHTTP(w, r)
 }
 

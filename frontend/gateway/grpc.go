@@ -64,6 +64,7 @@ func (g *Gateway) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.ConnectionTimeout(c.ReadHeaderTimeout),
 		grpc.MaxConcurrentStreams(uint32(min(2*int64(c.MaxInFlight), math.MaxUint32))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.IdleTimeout}),
+		grpc.UnaryInterceptor(g.authGRPC),
 	}, opts...)...)
 	g.RegisterGRPC(s)
 	return s

@@ -30,6 +30,9 @@ type Stats struct {
 	// RejectedRequests counts inference requests answered 503 because
 	// MaxInFlight were in flight.
 	RejectedRequests atomic.Uint64
+	// Unauthenticated counts requests refused 401 (UNAUTHENTICATED) for
+	// want of an accepted bearer token (Config.Tokens).
+	Unauthenticated atomic.Uint64
 }
 
 // rejectWait bounds how long a connection turned away at the cap is kept

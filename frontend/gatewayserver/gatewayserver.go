@@ -7,6 +7,7 @@ package gatewayserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/frontend/gateway"
@@ -52,7 +54,11 @@ type Config struct {
 	// Collectors are more metrics of the process's own (its network's
 	// TLS refusals), served with the frontend's when Metrics is set.
 	Collectors []prometheus.Collector
-	Log        zerolog.Logger
+	// TLS, if set, serves both endpoints over TLS with it (a client
+	// certificate required where it says so: mTLS at the gateway); nil
+	// serves them in plaintext, for a TLS-terminating proxy in front.
+	TLS *tls.Config
+	Log zerolog.Logger
 }
 
 // Servers are the endpoints Start serves: one gateway, and so one
@@ -104,14 +110,24 @@ func Start(client *frontend.Client, cfg Config) (*Servers, error) {
 		}
 		mux.Handle("/", gw)
 		s.HTTP, s.HTTPAddr = gw.Server(mux), httpLn.Addr().String()
+		ln := gw.Listener(httpLn)
+		if cfg.TLS != nil {
+			c := cfg.TLS.Clone()
+			c.NextProtos = []string{"http/1.1"}
+			ln = tls.NewListener(ln, c)
+		}
 		go func() {
-			if err := s.HTTP.Serve(gw.Listener(httpLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				cfg.Log.Error().Err(err).Str("addr", httpLn.Addr().String()).Msg("gateway stopped")
 			}
 		}()
 	}
 	if grpcLn != nil {
-		s.GRPC, s.GRPCAddr = gw.GRPCServer(), grpcLn.Addr().String()
+		var opts []grpc.ServerOption
+		if cfg.TLS != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		}
+		s.GRPC, s.GRPCAddr = gw.GRPCServer(opts...), grpcLn.Addr().String()
 		go func() {
 			if err := s.GRPC.Serve(gw.GRPCListener(grpcLn)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				cfg.Log.Error().Err(err).Str("addr", grpcLn.Addr().String()).Msg("gateway gRPC stopped")

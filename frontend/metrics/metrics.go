@@ -107,7 +107,8 @@ func (m *Metrics) Gateway(stats *gateway.Stats) {
 		gauge("open_connections", "Connections to the gateway open now.", stats.OpenConns.Load),
 		counter("rejected_connections_total", "Connections answered 503 and closed because the gateway had its --max-connections open.", stats.RejectedConns.Load),
 		gauge("in_flight_requests", "Inference requests the gateway has handed to the frontend and not yet answered.", stats.InFlight.Load),
-		counter("rejected_requests_total", "Inference requests answered 503 because the gateway had its --max-in-flight requests in flight.", stats.RejectedRequests.Load))
+		counter("rejected_requests_total", "Inference requests answered 503 because the gateway had its --max-in-flight requests in flight.", stats.RejectedRequests.Load),
+		counter("unauthenticated_requests_total", "Requests refused 401 (gRPC UNAUTHENTICATED) for want of an accepted bearer token (--gateway-token-file).", stats.Unauthenticated.Load))
 }
 
 // Observe records one gateway request; it is gateway.Config.Observe.
