@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +167,47 @@ type Stats struct {
 	// StartLag counts how late each batch started against its plan's
 	// ExecAt, plans given up included.
 	StartLag LagHistogram
+
+	// models holds the per-model counts (Models), by model name.
+	modelsMu sync.Mutex
+	models   map[string]*ModelCounts
+}
+
+// ModelCounts are one model's plans on a backend: those received, their
+// requests, the requests failed and dropped (as Stats counts them all),
+// and the time its batches ran on the GPUs.
+type ModelCounts struct {
+	Model                            string
+	Plans, Requests, Failed, Dropped uint64
+	Busy                             time.Duration
+}
+
+// model updates the counts of the model called name.
+func (s *Stats) model(name string, f func(*ModelCounts)) {
+	s.modelsMu.Lock()
+	if s.models == nil {
+		s.models = map[string]*ModelCounts{}
+	}
+	m := s.models[name]
+	if m == nil {
+		m = &ModelCounts{Model: name}
+		s.models[name] = m
+	}
+	f(m)
+	s.modelsMu.Unlock()
+}
+
+// Models returns a copy of the per-model counts, by model name, for
+// metrics: every model this backend has received a plan of.
+func (s *Stats) Models() []ModelCounts {
+	s.modelsMu.Lock()
+	defer s.modelsMu.Unlock()
+	out := make([]ModelCounts, 0, len(s.models))
+	for _, m := range s.models {
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(a, b ModelCounts) int { return strings.Compare(a.Model, b.Model) })
+	return out
 }
 
 // schedSession is one connection to the scheduler. GPU IDs are only valid
@@ -575,6 +617,7 @@ func (a *Agent) startPlan(s *schedSession, p *wire.Plan) {
 	}
 	a.stats.Plans.Add(1)
 	a.stats.Requests.Add(uint64(len(p.Tasks)))
+	a.stats.model(model.Name, func(m *ModelCounts) { m.Plans++; m.Requests += uint64(len(p.Tasks)) })
 	j := &job{s: s, plan: p, model: model, inputs: make([][]byte, len(p.Tasks)), why: make([]string, len(p.Tasks)),
 		pulled: make(chan struct{}), progress: make(chan struct{}, 1)}
 	if a.tooLate(p, model) {
@@ -981,6 +1024,13 @@ func (a *Agent) report(j *job, ran int, started, finished time.Time, results ...
 	}
 	a.stats.Failed.Add(uint64(failed))
 	a.stats.Dropped.Add(uint64(dropped))
+	a.stats.model(j.model.Name, func(m *ModelCounts) {
+		m.Failed += uint64(failed)
+		m.Dropped += uint64(dropped)
+		if ran > 0 && !started.IsZero() && finished.After(started) {
+			m.Busy += finished.Sub(started)
+		}
+	})
 	unix := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
