@@ -73,13 +73,13 @@ func TestGatewayTLSAndTokens(t *testing.T) {
 		return resp.StatusCode, string(b), nil
 	}
 	answered := false
-	for try := 0; try < 10 && !answered; try++ { // a lone request on a busy machine may miss its SLO: 503
+	for try := 0; try < 10 && !answered; try++ { // a lone request on a busy machine may miss its SLO: 503 or 504
 		code, body, err := infer(withCert, "s3cret-token")
 		if err != nil {
 			t.Fatal(err)
 		}
 		answered = code == http.StatusOK
-		if !answered && code != http.StatusServiceUnavailable {
+		if !answered && code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout {
 			t.Fatalf("infer with the token: %d %s", code, body)
 		}
 	}

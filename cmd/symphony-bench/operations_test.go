@@ -156,7 +156,7 @@ func TestEveryProcessAnswersProbes(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		answered = resp.StatusCode == 200
-		if !answered && resp.StatusCode != 503 {
+		if !answered && resp.StatusCode != 503 && resp.StatusCode != 504 { // a busy machine: dropped, or answered late
 			t.Fatalf("infer: %d %s", resp.StatusCode, body)
 		}
 	}

@@ -517,6 +517,7 @@ func TestInferErrorMapping(t *testing.T) {
 		{"overload drop of a timeout under the SLO", fail(drop(frontend.DropOverload)), short, 503, "1", "dropped: overload", "drop: overload"},
 		{"shutdown drop", fail(drop(frontend.DropShutdown)), nil, 503, "1", "dropped: shutdown", "drop: shutdown"},
 		{"expired: no answer by the deadline", fail(drop(frontend.DropExpired)), nil, 504, "", "dropped: expired", "drop: expired"},
+		{"expired without a timeout names the SLO", fail(drop(frontend.DropExpired)), nil, 504, "", "no answer within the model's SLO", "drop: expired"},
 		{"unknown drop reason", fail(drop("eaten")), nil, 503, "", "eaten", "drop: eaten"},
 		{"canceled by own timeout", waitCtx(drop(frontend.DropCanceled)), map[string]string{TimeoutHeader: "1ms"}, 504, "", "timed out after 1ms", "drop: canceled"},
 		{"context error on own timeout", waitCtx(context.DeadlineExceeded), map[string]string{TimeoutHeader: "1ms"}, 504, "", "timed out", ReasonTimeout},

@@ -159,6 +159,8 @@ func inferFailure(ctx context.Context, timeout time.Duration, ownDeadline bool, 
 		msg = "internal error" // ErrRefused is the one 500 whose cause the caller should read
 	case code == http.StatusGatewayTimeout && ctx.Err() != nil:
 		msg = fmt.Sprintf("request timed out after %v: %v", timeout, err)
+	case code == http.StatusGatewayTimeout && timeout == 0:
+		msg = fmt.Sprintf("no answer within the model's SLO: %v", err)
 	case code == http.StatusGatewayTimeout:
 		msg = fmt.Sprintf("the request's timeout of %v could not be met: %v", timeout, err)
 	}
