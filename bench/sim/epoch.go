@@ -3,15 +3,13 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
-	"github.com/symphony-serving/symphony/partition"
+	"github.com/symphony-serving/symphony/partition/epoch"
 	"github.com/symphony-serving/symphony/scheduler"
-	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // epochJob is the epoch job of §4.7 and §4.4 inside a simulation. Every
@@ -19,7 +17,9 @@ import (
 // GPU idle fraction), re-partitions the models within the disruption
 // budget, sizes each part (Eqs. 2-3 plus headroom), combines the sizing with
 // the autoscaler's advice, and moves GPUs between the free pool and the
-// parts.
+// parts. The decisions are the controller core's (partition/epoch); the job
+// measures, builds the core's input, and carries the decision out on
+// virtual time: GPU loads, model switches, GPUs joining and leaving.
 //
 // Loading is modelled as the paper describes it: a loading GPU runs no
 // batches. A GPU that joins a part loads all of the part's models. A model
@@ -32,12 +32,10 @@ import (
 // The first epoch, at time 0, is planned on the workload's declared rates
 // and starts loaded: the run begins from a cluster already sized for them.
 type epochJob struct {
-	e        *symphonyEngine
-	w        *workload.Workload
-	cfg      workload.Epoch
-	engine   partition.Engine
-	scale    scheduler.AutoscaleConfig
-	capacity int
+	e   *symphonyEngine
+	w   *workload.Workload
+	cfg workload.Epoch
+	ctl *epoch.Controller // decides each epoch
 
 	gpuPart      []int            // each GPU's part, -1 in the free pool
 	gpuLoadUntil []scheduler.Time // end of the GPU's current load
@@ -89,13 +87,18 @@ type epochEvent struct {
 }
 
 func newEpochJob(w *workload.Workload, e *symphonyEngine) (*epochJob, error) {
-	eng, err := partition.NewEngine(w.Epoch.Engine, w.Seed, "")
+	c := w.Epoch
+	ctl, err := epoch.New(epoch.Config{
+		Parts: c.Parts, Headroom: c.Headroom, MaxDisruption: c.MaxDisruption, RebalanceAbove: c.RebalanceAbove,
+		MaxRatePerPart: c.MaxRatePerPart, GPUMemory: c.GPUMemory, Engine: c.Engine, Seed: w.Seed,
+		ModelLoadTime: c.ModelLoadTime, Network: w.Network, Autoscale: epoch.DefaultAutoscale(c.Headroom),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sim: epoch: %w", err)
 	}
 	parts, models, gpus := w.Epoch.Parts, len(w.Models), w.Cluster.GPUs
 	j := &epochJob{
-		e: e, w: w, cfg: *w.Epoch, engine: eng, scale: epochAutoscale(w.Epoch.Headroom), capacity: gpus,
+		e: e, w: w, cfg: *w.Epoch, ctl: ctl,
 		gpuPart: make([]int, gpus), gpuLoadUntil: make([]scheduler.Time, gpus), gpuGen: make([]uint64, gpus),
 		target: make([]int, models), pendingLoads: make([]int, parts),
 		leaving: make([]int, parts), leavingGPUs: make([]int, parts),
@@ -108,16 +111,6 @@ func newEpochJob(w *workload.Workload, e *symphonyEngine) (*epochJob, error) {
 		j.gpuLoadUntil[g] = scheduler.Past
 	}
 	return j, nil
-}
-
-// epochAutoscale is the autoscaling rule of an epoch job with the given
-// headroom: the default, except that idle time the headroom explains (a
-// fraction h/(1+h) of the GPUs, plus a 5-point margin for the
-// non-work-conserving scheduler's own idling) is no reason to remove GPUs.
-func epochAutoscale(headroom float64) scheduler.AutoscaleConfig {
-	c := scheduler.DefaultAutoscaleConfig()
-	c.RemoveAbove = max(c.RemoveAbove, headroom/(1+headroom)+0.05)
-	return c
 }
 
 // wakeAt is when run must next be called.
@@ -273,111 +266,36 @@ func (j *epochJob) loadDone(now scheduler.Time, part int) {
 	}
 }
 
-// epoch is one run of the job at now.
+// epoch is one run of the job at now: the controller core decides on what
+// the job measured, and the job carries the decision out.
 func (j *epochJob) epoch(now scheduler.Time) error {
-	parts := j.cfg.Parts
-	rec := report.EpochRecord{Start: time.Duration(now).Seconds()}
-	// Measure: each model's rate, each part's signals.
-	first := !j.started
-	rates := make([]float64, len(j.w.Models))
-	signals := make([]scheduler.Signals, parts)
-	var ended, bad uint64
-	var busy, online time.Duration
-	half := (j.cfg.Interval / 2).Seconds()
+	in := &epoch.Input{Now: now, Window: j.cfg.Interval, Models: make([]epoch.Model, len(j.w.Models)), GPUs: j.gpus()}
 	for m := range j.w.Models {
-		if first {
-			rates[m] = j.w.Models[m].RateAt(0)
+		md := &j.w.Models[m]
+		em := &in.Models[m]
+		em.Model = md.Serving()
+		if !j.started {
+			em.DeclaredRate = md.RateAt(0)
+			em.Assigned, em.Serving = epoch.Unassigned, epoch.Unassigned
 			continue
 		}
-		rates[m] = forecast(float64(j.arrivals[0][m])/half, float64(j.arrivals[1][m])/half)
-		p := j.e.partOf[m]
-		signals[p].Requests += j.good[m] + j.bad[m]
-		signals[p].BadRate += float64(j.bad[m]) // a count until divided below
-		ended += j.good[m] + j.bad[m]
-		bad += j.bad[m]
+		em.Arrivals = [2]uint64{j.arrivals[0][m], j.arrivals[1][m]}
+		em.Good, em.Bad = j.good[m], j.bad[m]
+		em.Assigned, em.Serving = j.target[m], j.e.partOf[m]
 	}
-	partGPUs := j.partCounts()
-	rec.GPUsBefore = j.inUse
-	for p := range signals {
-		s := &signals[p]
-		s.GPUs = partGPUs[p]
-		if s.Requests > 0 {
-			s.BadRate /= float64(s.Requests)
+	if j.started {
+		in.Parts = make([]epoch.Part, j.cfg.Parts)
+		for p := range in.Parts {
+			in.Parts[p] = epoch.Part{Busy: j.busy[p], Online: j.online[p]}
 		}
-		if j.online[p] > 0 {
-			s.IdleFraction = max(0, 1-j.busy[p].Seconds()/j.online[p].Seconds())
-		}
-		busy += j.busy[p]
-		online += j.online[p]
 	}
-	if ended > 0 {
-		rec.BadRate = float64(bad) / float64(ended)
-	}
-	if online > 0 {
-		rec.IdleFraction = max(0, 1-busy.Seconds()/online.Seconds())
-	}
-
-	// Re-partition, unless a move is still in progress.
-	if j.moving > 0 {
-		rec.Skipped = fmt.Sprintf("%d model moves still loading", j.moving)
-	} else if err := j.repartition(now, rates, first, &rec); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), epochSolveLimit)
+	d, err := j.ctl.Decide(ctx, in)
+	cancel()
+	if err != nil {
 		return err
 	}
-
-	// Size each part on its new composition, then apply the advice.
-	want := make([]int, parts)
-	total := 0
-	for p := 0; p < parts; p++ {
-		// A model moving out keeps loading its old part until it switches:
-		// the part is sized for it too, and gives those GPUs back then.
-		var staying, all []serving.Demand
-		for m, to := range j.target {
-			if to != p && j.e.partOf[m] != p {
-				continue
-			}
-			md := &j.w.Models[m]
-			d := serving.Demand{Model: md.Serving(), Rate: rates[m]}
-			all = append(all, d)
-			if to == p {
-				staying = append(staying, d)
-			}
-		}
-		ps, err := partition.SizePart(all, j.w.Network, j.cfg.Headroom)
-		if err != nil {
-			return err
-		}
-		if len(staying) < len(all) {
-			after, err := partition.SizePart(staying, j.w.Network, j.cfg.Headroom)
-			if err != nil {
-				return err
-			}
-			j.leavingGPUs[p] = ps.GPUs - after.GPUs
-			ps.Need = after.Need
-		}
-		rec.Need += ps.Need
-		want[p] = max(1, ps.GPUs) // every part keeps a GPU for its models
-		if !first {
-			adv := j.scale.Advise(signals[p])
-			n := partGPUs[p]
-			switch adv.Action {
-			case scheduler.ScaleAdd:
-				rec.AdviceGPUs += adv.GPUs
-				n += adv.GPUs
-			case scheduler.ScaleRemove:
-				rec.AdviceGPUs -= adv.GPUs
-				n -= adv.GPUs
-			}
-			want[p] = max(want[p], n)
-		}
-		total += want[p]
-	}
-	if total > j.capacity {
-		rec.CapacityLimited = true
-		want = shareCapacity(want, j.capacity)
-	}
-	j.resize(now, want, first)
-	rec.PartGPUs = j.partCounts()
-	rec.GPUs = j.inUse
+	j.apply(now, d)
 
 	// A new epoch of measurements.
 	for m := range j.good {
@@ -388,115 +306,79 @@ func (j *epochJob) epoch(now scheduler.Time) error {
 		j.busy[p], j.online[p] = 0, 0
 	}
 	j.started = true
-	j.records = append(j.records, rec)
+	r := &d.Record
+	j.records = append(j.records, report.EpochRecord{
+		Start: r.Start.Seconds(), BadRate: r.BadRate, IdleFraction: r.IdleFraction,
+		GPUsBefore: r.GPUsBefore, Need: r.Need, GPUs: r.GPUs, AdviceGPUs: r.AdviceGPUs, CapacityLimited: r.CapacityLimited,
+		Engine: r.Engine, RateImbalance: r.RateImbalance, MemoryImbalance: r.MemoryImbalance, Disruption: r.Disruption,
+		Moves: r.Moves, Skipped: r.Skipped, PartGPUs: r.PartGPUs,
+	})
 	return nil
 }
 
-// repartition runs the partitioning engine on the measured rates and
-// starts the moves it decides.
-func (j *epochJob) repartition(now scheduler.Time, rates []float64, first bool, rec *report.EpochRecord) error {
-	prob := &partition.Problem{
-		Parts: j.cfg.Parts, MaxRatePerPart: j.cfg.MaxRatePerPart, GPUMemory: j.cfg.GPUMemory,
-		MaxDisruption: j.cfg.MaxDisruption,
+// apply carries out a decision: the moves' loads (make before break), then
+// the GPUs leaving and joining the parts.
+func (j *epochJob) apply(now scheduler.Time, d *epoch.Decision) {
+	copy(j.target, d.Assignment)
+	if d.Preloaded {
+		copy(j.e.partOf, d.Assignment)
 	}
-	for m := range j.w.Models {
-		md := &j.w.Models[m]
-		prob.Models = append(prob.Models, partition.Model{Name: md.Name, Rate: rates[m], StaticMemory: md.StaticMemory, DynamicMemory: md.DynamicMemory})
-	}
-	var current *partition.Evaluation
-	if !first {
-		prob.Current = slices.Clone(j.target)
-		ev, err := prob.Evaluate(prob.Current)
-		if err != nil {
-			return err
+	for p := range j.cfg.Parts {
+		n := 0
+		for _, mv := range d.Moves {
+			if mv.To == p {
+				n++
+			}
 		}
-		current = ev
-		if ev.Feasible() && ev.Imbalance.Rate <= j.cfg.RebalanceAbove {
-			rec.Skipped = fmt.Sprintf("rate imbalance %.3f within %.3f", ev.Imbalance.Rate, j.cfg.RebalanceAbove)
-			rec.RateImbalance, rec.MemoryImbalance = ev.Imbalance.Rate, ev.Imbalance.Memory
-			return nil
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), epochSolveLimit)
-	defer cancel()
-	res, err := j.engine.Solve(ctx, prob)
-	if err != nil {
-		return fmt.Errorf("re-partitioning at %v: %w", now, err)
-	}
-	rec.Engine = res.Engine
-	if current != nil && current.Feasible() && res.Objective > (1-minRebalanceGain)*current.Objective {
-		rec.Skipped = fmt.Sprintf("best assignment gains %.1f%% of the objective, under %.0f%%", 100*(1-res.Objective/current.Objective), 100*minRebalanceGain)
-		rec.RateImbalance, rec.MemoryImbalance = current.Imbalance.Rate, current.Imbalance.Memory
-		return nil
-	}
-	rec.RateImbalance, rec.MemoryImbalance = res.Imbalance.Rate, res.Imbalance.Memory
-	rec.Disruption = res.Disruption
-	if first {
-		copy(j.target, res.Assignment)
-		copy(j.e.partOf, res.Assignment)
-		return nil
-	}
-	incoming := make([]int, j.cfg.Parts)
-	for m, to := range res.Assignment {
-		if to != j.target[m] {
-			rec.Moves++
-			incoming[to]++
-		}
-	}
-	copy(j.target, res.Assignment)
-	// Make before break: each destination part's GPUs load the incoming
-	// models a wave at a time; the models switch when all are loaded.
-	for p, n := range incoming {
 		if n == 0 {
 			continue
 		}
-		var gpus []scheduler.GPUID
-		for g, gp := range j.gpuPart {
-			if gp == p {
-				gpus = append(gpus, scheduler.GPUID(g))
+		loads := 0
+		for _, l := range d.Loads {
+			if l.Part == p {
+				j.pendingLoads[p]++
+				loads++
+				j.schedule(epochEvent{at: l.At, kind: evLoadStart, gpu: l.GPU, gen: j.gpuGen[l.GPU], part: p, n: l.Models, move: true})
 			}
 		}
-		// A wave takes half of the part's headroom out of service.
-		wave := max(1, int(float64(len(gpus))*j.cfg.Headroom/(1+j.cfg.Headroom)/2))
-		step := time.Duration(n) * j.cfg.ModelLoadTime
-		for k, g := range gpus {
-			j.pendingLoads[p]++
-			j.schedule(epochEvent{at: now.Add(time.Duration(k/wave) * step), kind: evLoadStart, gpu: g, gen: j.gpuGen[g], part: p, n: n, move: true})
-		}
-		for m, to := range j.target {
-			if to == p && j.e.partOf[m] != p {
+		for _, mv := range d.Moves {
+			if mv.To == p {
 				j.moving++
-				j.leaving[j.e.partOf[m]]++
+				j.leaving[mv.From]++
 			}
 		}
-		if len(gpus) == 0 { // nothing to load on yet: GPUs joining will
+		if loads == 0 { // nothing to load on yet: GPUs joining will
 			j.pendingLoads[p]++
 			j.loadDone(now, p)
 		}
 	}
-	return nil
+	for p, n := range d.Leaving {
+		if j.leaving[p] > 0 {
+			j.leavingGPUs[p] = n
+		}
+	}
+	for _, g := range d.Release {
+		j.releaseGPU(now, g)
+	}
+	for _, jn := range d.Join {
+		g := jn.GPU
+		j.gpuPart[g] = jn.Part
+		j.inUse++
+		if d.Preloaded {
+			j.e.ranks[jn.Part].EnableGPU(g, scheduler.Past)
+			j.onlineGPUs[jn.Part]++
+			continue
+		}
+		j.gpuLoadUntil[g] = scheduler.Past
+		j.onlineGPUs[jn.Part]++ // startLoad takes it out again
+		j.startLoad(now, g, jn.Part, jn.Models, false)
+	}
 }
-
-// forecast is the rate to size the next epoch for, from the rates of the
-// two halves of the epoch that ended: while the load rises, its trend
-// carried to the end of the next epoch (the second half's midpoint is 2.5
-// half-epochs before then), so that the parts do not lag a rising load by
-// a whole epoch, but at most 1.5x the latest rate, so that a step (a load
-// that jumped and then held) is not mistaken for a steep trend; while it
-// falls, the latest rate, so that the parts shrink no faster than the load.
-func forecast(first, second float64) float64 {
-	return max(second, min(second+2.5*(second-first), 1.5*second))
-}
-
-// minRebalanceGain is the least relative improvement of the partitioning
-// objective worth moving models for; below it, rates that merely wobble
-// would swap similar models back and forth every epoch.
-const minRebalanceGain = 0.1
 
 // epochSolveLimit bounds one re-partitioning in wall time. The heuristic
 // answers tens of models in microseconds, so runs with it stay
 // reproducible; milp and random search use the limit and depend on the
-// machine.
+// machine (their records say so).
 const epochSolveLimit = 10 * time.Second
 
 // partCounts returns each part's GPUs.
@@ -510,115 +392,31 @@ func (j *epochJob) partCounts() []int {
 	return n
 }
 
-// shareCapacity scales the parts' wants down to the capacity in proportion,
-// by largest remainder, keeping one GPU per part.
-func shareCapacity(want []int, capacity int) []int {
-	total := 0
-	for _, w := range want {
-		total += w
-	}
-	out := make([]int, len(want))
-	type rem struct {
-		p int
-		r float64
-	}
-	var rems []rem
-	left := capacity
-	for p, w := range want {
-		x := float64(w) * float64(capacity) / float64(total)
-		out[p] = max(1, int(math.Floor(x)))
-		left -= out[p]
-		rems = append(rems, rem{p, x - math.Floor(x)})
-	}
-	slices.SortStableFunc(rems, func(a, b rem) int {
-		switch {
-		case a.r > b.r:
-			return -1
-		case a.r < b.r:
-			return 1
-		}
-		return 0
-	})
-	for i := 0; left > 0; i = (i + 1) % len(rems) {
-		out[rems[i].p]++
-		left--
-	}
-	for p := 0; left < 0; p = (p + 1) % len(out) { // the floor of 1 overshot
-		if out[p] > 1 {
-			out[p]--
-			left++
-		}
+// gpus is the cluster's GPUs as the controller core sees them.
+func (j *epochJob) gpus() []epoch.GPU {
+	out := make([]epoch.GPU, len(j.gpuPart))
+	for g, p := range j.gpuPart {
+		out[g] = epoch.GPU{Part: p, LastFinish: j.e.acct.gpuLastFinish[g]}
 	}
 	return out
 }
 
-// release returns k of part p's GPUs to the free pool: the least busy ones
-// (earliest last batch end), by ID among equals.
+// release returns k of part p's GPUs to the free pool, the least busy
+// first (epoch.LeastBusy).
 func (j *epochJob) release(now scheduler.Time, p, k int) {
-	if k <= 0 {
-		return
-	}
-	var gpus []scheduler.GPUID
-	for g, gp := range j.gpuPart {
-		if gp == p {
-			gpus = append(gpus, scheduler.GPUID(g))
-		}
-	}
-	last := j.e.acct.gpuLastFinish
-	slices.SortStableFunc(gpus, func(a, b scheduler.GPUID) int {
-		switch {
-		case last[a] < last[b]:
-			return -1
-		case last[a] > last[b]:
-			return 1
-		}
-		return int(a) - int(b)
-	})
-	for _, g := range gpus[:k] {
-		j.e.ranks[p].DisableGPU(g)
-		if j.gpuLoadUntil[g] <= now {
-			j.onlineGPUs[p]--
-		}
-		j.gpuPart[g] = -1
-		j.gpuGen[g]++
-		j.inUse--
+	for _, g := range epoch.LeastBusy(j.gpus(), p, k) {
+		j.releaseGPU(now, g)
 	}
 }
 
-// resize moves GPUs between the free pool and the parts to reach want.
-// Parts shrink first, giving up their least busy GPUs; growing parts then
-// take free GPUs by ID, each loading the part's models (instantly in the
-// first epoch, when the cluster starts loaded).
-func (j *epochJob) resize(now scheduler.Time, want []int, first bool) {
-	have := j.partCounts()
-	for p := range want {
-		if have[p] > want[p] {
-			j.release(now, p, have[p]-want[p])
-		}
+// releaseGPU returns GPU g of its part to the free pool.
+func (j *epochJob) releaseGPU(now scheduler.Time, g scheduler.GPUID) {
+	p := j.gpuPart[g]
+	j.e.ranks[p].DisableGPU(g)
+	if j.gpuLoadUntil[g] <= now {
+		j.onlineGPUs[p]--
 	}
-	models := make([]int, j.cfg.Parts) // each part's models to load
-	for m, p := range j.target {
-		models[p]++
-		if from := j.e.partOf[m]; from != p {
-			models[from]++ // still served there until it switches
-		}
-	}
-	g := 0
-	for p := range want {
-		for n := have[p]; n < want[p]; n++ {
-			for j.gpuPart[g] >= 0 {
-				g++
-			}
-			j.gpuPart[g] = p
-			j.inUse++
-			if first {
-				j.e.ranks[p].EnableGPU(scheduler.GPUID(g), scheduler.Past)
-				j.onlineGPUs[p]++
-				continue
-			}
-			j.gpuLoadUntil[g] = scheduler.Past
-			j.onlineGPUs[p]++ // startLoad takes it out again
-			j.startLoad(now, scheduler.GPUID(g), p, models[p], false)
-		}
-	}
+	j.gpuPart[g] = -1
+	j.gpuGen[g]++
+	j.inUse--
 }

@@ -145,20 +145,3 @@ func TestEpochRebalancesWithinBudget(t *testing.T) {
 		t.Errorf("moved at epoch %d, completed %v: want a move that completes", moved, done)
 	}
 }
-
-func TestShareCapacity(t *testing.T) {
-	for _, c := range []struct {
-		want     []int
-		capacity int
-		got      []int
-	}{
-		{[]int{10, 10}, 10, []int{5, 5}},
-		{[]int{30, 10, 1}, 20, []int{14, 5, 1}}, // by largest remainder
-		{[]int{1, 1, 100}, 10, []int{1, 1, 8}},
-	} {
-		got := shareCapacity(c.want, c.capacity)
-		if !reflect.DeepEqual(got, c.got) {
-			t.Errorf("shareCapacity(%v, %d) = %v, want %v", c.want, c.capacity, got, c.got)
-		}
-	}
-}
