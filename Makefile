@@ -143,6 +143,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseApp$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/provision/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelFile$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/strictyaml/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeScheduler$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBackend$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrontend$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeModel$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRoutes$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
 
 clean:
 	rm -rf bin out
