@@ -137,6 +137,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime 60s -fuzzminimizetime 5s ./transport/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferRequest$$' -fuzztime 60s -fuzzminimizetime 5s ./frontend/gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeGRPCRequest$$' -fuzztime 60s -fuzzminimizetime 5s ./frontend/gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s -fuzzminimizetime 5s ./cmd/internal/daemon/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCBC$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/lpsolve/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseGLPK$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/lpsolve/
 	$(GO) test -run '^$$' -fuzz '^FuzzSolutionAssignment$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/
