@@ -36,6 +36,11 @@ Usage:
   symphony certs --out DIR [--hosts H1,H2] [--days N]
       Make a development CA, and a certificate and key it signed for each of
       the scheduler, backends and frontends, for --tls-ca/--tls-cert/--tls-key.
+  symphony cluster status --etcd ENDPOINTS [--prefix P] [--json] [--timeout D]
+      The live cluster's state from the registry in etcd, at one revision:
+      parts with their models and schedulers (active/standby, term),
+      backends, frontends, models, and the assignment's and routes' epochs
+      with any move under way.
   symphony version
       Print the version, commit and Go version of this binary.
   symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]
@@ -91,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runFrontend(args[1:], stdout, stderr)
 	case "certs":
 		err = runCerts(args[1:], stdout, stderr)
+	case "cluster":
+		err = runCluster(args[1:], stdout, stderr)
 	case "partition":
 		err = runPartition(args[1:], stdout, stderr)
 	case "provision":
