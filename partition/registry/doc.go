@@ -13,6 +13,7 @@
 //	P models/<name>             Model       no lease
 //	P assignment                Assignment  one key, written with a revision check
 //	P routes                    Routes      one key, written with a revision check
+//	P elections/<part>/<lease>  Scheduler   leased: a candidate for the part's election
 //
 // Values are compact JSON (readable with etcdctl), read by a strict
 // decoder (Decode): one object, only the record's fields spelled exactly,
@@ -32,6 +33,20 @@
 // write lands and the other gets ErrConflict. WatchRoutes delivers every
 // change of the routing table once, in revision order, and resumes from a
 // revision.
+//
+// # Scheduler election
+//
+// Each part has one active scheduler and standbys, chosen by
+// concurrency.Election on P elections/<part>/ (Campaign). A candidate
+// registers as a standby and puts its election key under the same lease,
+// so a dead process leaves both one TTL later; the key with the least
+// create revision leads, and that revision is its term. The elected
+// scheduler's record becomes active with Revision = term, and it sets the
+// part's entry of the routing table with a write that also compares its
+// election key's create revision with the term, so a deposed scheduler's
+// write fails (ErrNotLeader) rather than route the part back to it.
+// Resign revokes the lease, so the next standby is elected at once.
+// Leader and Observe read who leads.
 //
 // # Tests
 //

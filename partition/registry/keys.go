@@ -17,6 +17,7 @@ const DefaultPrefix = "/symphony/"
 //	P models/<name>             Model
 //	P assignment                Assignment  written with a revision check
 //	P routes                    Routes      written with a revision check
+//	P elections/<part>/<lease>  (election)  concurrency.Election's keys, leased
 //
 // <part> is decimal with no leading zeros; <name> is a record's Name.
 type Keys struct {
