@@ -156,10 +156,13 @@ func TestScenarioStallFrontend(t *testing.T) {
 }
 
 // A killed frontend ends its pending requests with ErrClosed; a restarted
-// one serves.
+// one serves. (A plan already on its way when the frontend died waits on
+// inputs that will not come; on a loaded machine it can outlast this
+// test's 200ms stall timeout and mark its GPU stalled, as in
+// TestScenarioStallFrontend: CI saw 4 requests of 161 end so.)
 func TestScenarioKillFrontend(t *testing.T) {
 	c, o := scenario(t, fault(100*time.Millisecond, workload.FaultKill, workload.TargetFrontend, 0, 200*time.Millisecond))
-	onlyKinds(t, o, frontend.ErrClosed.Error())
+	onlyKinds(t, o, frontend.ErrClosed.Error(), "backend stalled")
 	if c.Frontend(0) == nil {
 		t.Error("no frontend after the restart")
 	}
