@@ -8,6 +8,7 @@ import (
 
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/gateway"
 )
 
 // batchKey identifies a batch from what its requests carry. Batches are
@@ -176,6 +177,8 @@ func failKind(err error) string {
 		return "bad input"
 	case errors.Is(err, frontend.ErrBadDeadline):
 		return "bad deadline"
+	case errors.Is(err, gateway.ErrUnauthenticated):
+		return "unauthenticated"
 	}
 	return "other"
 }

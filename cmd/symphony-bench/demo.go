@@ -330,6 +330,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	gatewayURL := fs.String("gateway", "", "instead of --scheduler, send requests to a frontend's KServe v2 gateway at `URL`")
 	grpcAddr := fs.String("grpc", "", "instead of --scheduler, send requests to a frontend's KServe v2 gRPC endpoint at `ADDR` (host:port)")
 	grpcConns := fs.Int("grpc-conns", 1, "with --grpc, the client connections to spread the requests over (each carries many calls at once)")
+	tokenFile := fs.String("token-file", "", "with --gateway or --grpc: send the first token in this `FILE` as a bearer token (a gateway started with --gateway-token-file asks for one)")
 	dp := cli.AddDataPathFlags(fs)
 	tf := cli.AddTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -343,6 +344,17 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	if *grpcConns < 1 || *grpcConns > 64 {
 		return cli.UsageErr("--grpc-conns %d: want 1 to 64", *grpcConns)
+	}
+	var token string
+	if *tokenFile != "" {
+		if *sched != "" {
+			return cli.UsageErr("--token-file is for --gateway or --grpc: the scheduler takes no token")
+		}
+		t, err := firstToken(*tokenFile)
+		if err != nil {
+			return cli.UsageErr("--token-file: %v", err)
+		}
+		token = t
 	}
 	w, err := lf.workload(fs)
 	if err != nil {
@@ -359,6 +371,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return cli.UsageErr("--gateway %q: want an http:// URL", *gatewayURL)
 		}
+		if token != "" {
+			c = c.WithBearerToken(token)
+		}
 		t, err := loadgen.NewGatewayTarget(ctx, c, w)
 		if err != nil {
 			return err
@@ -368,7 +383,11 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) error {
 	if *grpcAddr != "" {
 		conns := make([]grpc.ClientConnInterface, *grpcConns)
 		for i := range conns {
-			c, err := grpc.NewClient(*grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			if token != "" {
+				opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(token)))
+			}
+			c, err := grpc.NewClient(*grpcAddr, opts...)
 			if err != nil {
 				return cli.UsageErr("--grpc %q: %v", *grpcAddr, err)
 			}
@@ -460,3 +479,24 @@ func loadWorkload(path string) (*workload.Workload, error) {
 	}
 	return workload.ParseFile(path)
 }
+
+// firstToken is the first token of a token file, in the format the
+// gateway's --gateway-token-file reads (gateway.ReadTokens).
+func firstToken(path string) (string, error) {
+	toks, err := gateway.ReadTokenList(path)
+	if err != nil {
+		return "", err
+	}
+	return toks[0], nil
+}
+
+// bearerToken sends a bearer token with every gRPC call, as the gateway's
+// authorization metadata. It works over plaintext too: the gateway's gRPC
+// endpoint may sit behind a TLS-terminating proxy.
+type bearerToken string
+
+func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+func (bearerToken) RequireTransportSecurity() bool { return false }

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -98,6 +99,55 @@ func TestGatewayTLSAndTokens(t *testing.T) {
 	plain := &http.Client{Timeout: 5 * time.Second}
 	if code, _, err := infer(plain, "s3cret-token"); err == nil && code == http.StatusOK {
 		t.Error("a plaintext client was answered")
+	}
+	ps.stopAll(30 * time.Second)
+}
+
+// symphony bench --token-file drives a gateway that asks for a token, over
+// HTTP and gRPC; without the token every request fails as unauthenticated.
+func TestBenchWithToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a cluster of processes")
+	}
+	bin := buildSymphony(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("bench-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wl := filepath.Join(dir, "wl.yaml")
+	if err := os.WriteFile(wl, []byte(walkthroughWorkload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps := newProcSet(t, bin)
+	sched := ps.start("scheduler", "scheduler", "-f", wl, "--addr", "127.0.0.1:0", "--insecure")
+	addr := sched.waitLine(t, regexp.MustCompile(`^scheduler listening on (\S+) `), 15*time.Second)[1]
+	ps.start("backend", "backend", "--scheduler", addr, "--gpus", "4", "--name", "b1", "--insecure")
+	front := ps.start("frontend", "frontend", "--scheduler", addr, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--name", "f1", "--insecure", "--gateway-token-file", tokens)
+	m := front.waitLine(t, regexp.MustCompile(`^frontend f1: KServe v2 gateway on (http://\S+),.*; gRPC on (\S+)$`), 15*time.Second)
+	gw, grpcAddr := m[1], m[2]
+	waitHTTPReady(t, &http.Client{Timeout: 5 * time.Second}, gw, "/v2/models/ResNet50/ready", "/v2/models/MobileNet/ready")
+	bench := func(args ...string) (good, failed uint64, out string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"bench", "-f", wl, "--duration", "1s", "--warmup", "200ms", "--json", "--quiet"}, args...)...)
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, b)
+		}
+		var r struct{ Good, Failed uint64 }
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, b)
+		}
+		return r.Good, r.Failed, string(b)
+	}
+	for _, target := range [][]string{{"--gateway", gw}, {"--grpc", grpcAddr}} {
+		if good, failed, out := bench(append(target, "--token-file", tokens)...); good == 0 || failed != 0 {
+			t.Errorf("%v with the token: %d good, %d failed\n%s", target, good, failed, out)
+		}
+		if good, failed, out := bench(target...); good != 0 || failed == 0 || !strings.Contains(out, "unauthenticated") {
+			t.Errorf("%v without the token: %d good, %d failed, want all failed as unauthenticated\n%s", target, good, failed, out[strings.Index(out, "drop_reasons"):min(len(out), strings.Index(out, "drop_reasons")+300)])
+		}
 	}
 	ps.stopAll(30 * time.Second)
 }

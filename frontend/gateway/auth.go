@@ -14,16 +14,15 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 // Tokens are the bearer tokens a gateway accepts (Config.Tokens): a
 // request must carry one in its Authorization header ("Bearer TOKEN"), or
 // its gRPC metadata's authorization key, or it is answered 401
 // (UNAUTHENTICATED over gRPC). The health endpoints (/livez, /readyz,
-// /v2/health/*, gRPC ServerLive, ServerReady and ModelReady) need none, so
+// /v2/health/*, /v2/models/<m>/ready, gRPC ServerLive, ServerReady and
+// ModelReady) need none, so
 // that probes and load balancers need no secret; the metrics are served
 // beside the gateway, not by it, and need none either.
 //
@@ -51,10 +50,24 @@ func NewTokens(tokens ...string) (*Tokens, error) {
 // maxTokenFile bounds a token file: a few hundred tokens at most.
 const maxTokenFile = 1 << 20
 
-// ReadTokens reads a token file: one token a line, blank lines and lines
-// starting with # skipped. It exists so that tokens come from a mounted
-// secret rather than a flag that ps shows.
+// ReadTokens reads a token file (ReadTokenList) into Tokens. It exists so
+// that tokens come from a mounted secret rather than a flag that ps shows.
 func ReadTokens(path string) (*Tokens, error) {
+	toks, err := ReadTokenList(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := NewTokens(toks...)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return t, nil
+}
+
+// ReadTokenList reads a token file: one token a line, blank lines and lines
+// starting with # skipped; at least one token. A client sends one of them
+// (symphony bench --token-file), the gateway accepts any (ReadTokens).
+func ReadTokenList(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: token file: %w", err)
@@ -75,16 +88,18 @@ func ReadTokens(path string) (*Tokens, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if strings.ContainsAny(line, " \t") {
+			return nil, fmt.Errorf("gateway: token file %s: a token holds white space", path)
+		}
 		toks = append(toks, line)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("gateway: token file %s: %w", path, err)
 	}
-	t, err := NewTokens(toks...)
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
+	if len(toks) == 0 {
+		return nil, fmt.Errorf("gateway: token file %s holds no token", path)
 	}
-	return t, nil
+	return toks, nil
 }
 
 // errNoToken and errBadToken are why a request was refused, for its 401.
@@ -117,9 +132,16 @@ func (t *Tokens) check(header string) error {
 // ReasonUnauthenticated is the reason of a 401: no accepted bearer token.
 const ReasonUnauthenticated = "unauthenticated"
 
-// openPaths are the HTTP endpoints that need no token: health, for probes.
+// ErrUnauthenticated is the error a client gets back for a 401 or
+// UNAUTHENTICATED answer (ResponseError, GRPCError): the gateway wants a
+// bearer token it accepts.
+var ErrUnauthenticated = errors.New("gateway: unauthenticated")
+
+// openPath reports whether an HTTP endpoint needs no token: health, for
+// probes (the model-ready endpoints included, as gRPC's ModelReady).
 func openPath(p string) bool {
-	return p == "/livez" || p == "/readyz" || strings.HasPrefix(p, "/v2/health/")
+	return p == "/livez" || p == "/readyz" || strings.HasPrefix(p, "/v2/health/") ||
+		strings.HasPrefix(p, "/v2/models/") && strings.HasSuffix(p, "/ready")
 }
 
 // authHTTP answers 401 for a request to a guarded endpoint without an
@@ -157,7 +179,7 @@ func (g *Gateway) authGRPC(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	if err := g.cfg.Tokens.check(header); err != nil {
 		g.stats.Unauthenticated.Add(1)
-		return nil, status.Error(codes.Unauthenticated, err.Error())
+		return nil, g.grpcError(&failure{status: http.StatusUnauthorized, reason: ReasonUnauthenticated, msg: err.Error()})
 	}
 	return handler(ctx, req)
 }

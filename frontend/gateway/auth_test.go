@@ -44,6 +44,7 @@ func TestBearerTokens(t *testing.T) {
 		{"GET", "/v2/health/live", "", 200, ""},
 		{"GET", "/livez", "", 200, ""},
 		{"GET", "/readyz", "", 200, ""},
+		{"GET", "/v2/models/resnet/ready", "", 200, ""},
 	} {
 		hdr := map[string]string{}
 		if tc.auth != "" {

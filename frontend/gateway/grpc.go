@@ -85,7 +85,8 @@ type grpcService struct {
 }
 
 // grpcCode is the gRPC code of an HTTP status, as Triton maps its errors
-// and as Google's APIs map codes to statuses: 400 INVALID_ARGUMENT, 404
+// and as Google's APIs map codes to statuses: 400 INVALID_ARGUMENT, 401
+// UNAUTHENTICATED (no accepted bearer token), 404
 // NOT_FOUND, 501 UNIMPLEMENTED, 502 and 503 UNAVAILABLE (a backend that
 // failed, a drop for overload, a lost scheduler: conditions that pass),
 // 504 DEADLINE_EXCEEDED (the request's own deadline), 499 CANCELLED (the
@@ -94,6 +95,8 @@ func grpcCode(httpStatus int) codes.Code {
 	switch httpStatus {
 	case http.StatusBadRequest:
 		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
 	case http.StatusNotFound:
 		return codes.NotFound
 	case http.StatusRequestEntityTooLarge:

@@ -202,6 +202,8 @@ func reasonError(model, reason, msg string) error {
 		return &frontend.BackendError{Model: model, Cause: kind + ": " + msg}
 	}
 	switch reason {
+	case ReasonUnauthenticated:
+		return fmt.Errorf("%w: %s", ErrUnauthenticated, msg)
 	case ReasonUnknownModel:
 		return fmt.Errorf("%w %q", frontend.ErrUnknownModel, model)
 	case ReasonNotLoaded:

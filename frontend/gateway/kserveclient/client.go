@@ -39,8 +39,18 @@ import (
 // Client calls one KServe v2 server. It is safe for concurrent use; its
 // connections are kept alive and shared by all its requests.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string // sent as "Authorization: Bearer token" when not empty
+}
+
+// WithBearerToken returns a copy of c that sends token with every request
+// ("Authorization: Bearer token"), for a gateway that asks for one
+// (symphony frontend --gateway-token-file).
+func (c *Client) WithBearerToken(token string) *Client {
+	d := *c
+	d.token = token
+	return &d
 }
 
 // New returns a client of the server at baseURL (http:// or https://, with
@@ -165,6 +175,9 @@ func (c *Client) get(ctx context.Context, model, path string, okStatus ...int) (
 // do sends req and reads the whole answer, whatever its status; a request
 // that got no answer, or not all of it, fails with noAnswer's error.
 func (c *Client) do(ctx context.Context, model string, req *http.Request) (*http.Response, []byte, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, nil, c.noAnswer(ctx, model, err)

@@ -313,3 +313,37 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A client with a bearer token is answered by a gateway that asks for one;
+// the same client without it gets the gateway's 401, as an *Error with the
+// reason unauthenticated.
+func TestBearerToken(t *testing.T) {
+	toks, err := gateway.NewTokens("s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := gateway.Default()
+	cfg.Tokens = toks
+	gw, err := gateway.New(fixed{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	plain, err := New(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var e *Error
+	if _, _, err := plain.Infer(ctx, "m", []byte{1}); !errors.As(err, &e) || e.Status != http.StatusUnauthorized || e.Reason != gateway.ReasonUnauthenticated {
+		t.Errorf("without the token: %v", err)
+	}
+	withToken := plain.WithBearerToken("s3cret")
+	if out, _, err := withToken.Infer(ctx, "m", []byte{1, 2}); err != nil || string(out) != "\x02\x01" {
+		t.Errorf("with the token: %q %v", out, err)
+	}
+	if ok, err := withToken.ModelReady(ctx, "m"); !ok || err != nil {
+		t.Errorf("ModelReady with the token: %v %v", ok, err)
+	}
+}
