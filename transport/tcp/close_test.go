@@ -20,7 +20,7 @@ import (
 // (It used to stay open for good: the timed-out flusher left closing the
 // socket to a Close that was waiting for it.)
 func TestCloseEndsWhenTheDrainTimesOut(t *testing.T) {
-	n := New(Options{WriteTimeout: 500 * time.Millisecond})
+	n := New(Options{Limits: transport.Limits{WriteTimeout: 500 * time.Millisecond}})
 	t.Cleanup(n.Close)
 	accepted := make(chan transport.Conn, 1)
 	closedWith := make(chan error, 1)

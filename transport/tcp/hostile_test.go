@@ -69,7 +69,7 @@ type hostileServer struct {
 // well-behaved client that must survive everything.
 func newHostileServer(t *testing.T, handshake time.Duration) *hostileServer {
 	s := &hostileServer{t: t, logs: &logBuffer{}, got: make(chan uint64, 16)}
-	s.net = New(Options{MaxFrame: 1 << 20, HandshakeTimeout: handshake,
+	s.net = New(Options{Limits: transport.Limits{MaxFrame: 1 << 20, HandshakeTimeout: handshake},
 		Log: zerolog.New(s.logs).Level(zerolog.WarnLevel), WarnBurst: 1000})
 	t.Cleanup(s.net.Close)
 	ln, err := s.net.Listen("127.0.0.1:0", func(transport.Conn, *wire.Hello) (*wire.Welcome, transport.Handler, error) {
@@ -307,7 +307,7 @@ func TestSlowloris(t *testing.T) {
 // the network counts the rest.
 func TestHostileFloodIsRateLimited(t *testing.T) {
 	var logs logBuffer
-	n := New(Options{HandshakeTimeout: time.Second, Log: zerolog.New(&logs).Level(zerolog.WarnLevel)})
+	n := New(Options{Limits: transport.Limits{HandshakeTimeout: time.Second}, Log: zerolog.New(&logs).Level(zerolog.WarnLevel)})
 	defer n.Close()
 	ln, err := n.Listen("127.0.0.1:0", func(transport.Conn, *wire.Hello) (*wire.Welcome, transport.Handler, error) {
 		return nil, nil, errors.New("never reached")

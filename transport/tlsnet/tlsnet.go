@@ -37,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"sync"
@@ -67,25 +66,10 @@ type Options struct {
 	// certificates all carry a common name instead.
 	ServerName string
 
-	// MaxFrame is the largest frame (kind byte and body) a connection
-	// accepts or sends. A peer announcing a larger one is cut off before
-	// anything is allocated for it.
-	MaxFrame int
-	// HandshakeTimeout is how long an accepted connection has to finish
-	// the TLS handshake and deliver a valid Hello, so that idle or
-	// trickling dialers cannot pin connections.
-	HandshakeTimeout time.Duration
-	// DialTimeout bounds Dial's TCP connect and TLS handshake; the
-	// context bounds the whole handshake as well.
-	DialTimeout time.Duration
-	// WriteTimeout is how long a write may wait on a peer that does not
-	// read before the connection is closed, so a stuck peer holds neither
-	// its queue nor a draining Close forever.
-	WriteTimeout time.Duration
-	// MaxQueue is how many bytes may wait unsent on one connection. A Send
-	// beyond it closes the connection: a peer that falls behind costs
-	// bounded memory.
-	MaxQueue int
+	// Limits are the frame, queue and timeout limits of every connection
+	// (transport.Limits); HandshakeTimeout and DialTimeout cover the TLS
+	// handshake too.
+	transport.Limits
 	// Log receives per-connection warnings (refused TLS handshakes,
 	// protocol errors, timeouts) and debug events. The zero Logger is
 	// silent. Warnings are rate-limited (transport/ratelog): a flood of
@@ -97,18 +81,10 @@ type Options struct {
 	WarnBurst uint32
 }
 
-// Default returns the production settings, without credentials: frames up
-// to wire.DefaultMaxFrame, 5 s to handshake and to connect, 30 s of write
-// stall, and two maximal frames of send queue, as transport/tcp.
+// Default returns the production settings, without credentials:
+// transport.DefaultLimits, as transport/tcp, and a silent log.
 func Default() Options {
-	return Options{
-		MaxFrame:         wire.DefaultMaxFrame,
-		HandshakeTimeout: 5 * time.Second,
-		DialTimeout:      5 * time.Second,
-		WriteTimeout:     30 * time.Second,
-		MaxQueue:         2 * wire.DefaultMaxFrame,
-		Log:              zerolog.Nop(),
-	}
+	return Options{Limits: transport.DefaultLimits(), Log: zerolog.Nop()}
 }
 
 // Validate reports settings a Network cannot work with.
@@ -118,16 +94,9 @@ func (o Options) Validate() error {
 		return errors.New("tlsnet: no certificate and key")
 	case o.CA == nil:
 		return errors.New("tlsnet: no CA to verify peers with")
-	case o.MaxFrame < 1 || o.MaxFrame > math.MaxUint32:
-		return fmt.Errorf("tlsnet: MaxFrame %d not in 1..%d", o.MaxFrame, uint32(math.MaxUint32))
-	case o.HandshakeTimeout <= 0:
-		return fmt.Errorf("tlsnet: HandshakeTimeout %v not positive", o.HandshakeTimeout)
-	case o.DialTimeout <= 0:
-		return fmt.Errorf("tlsnet: DialTimeout %v not positive", o.DialTimeout)
-	case o.WriteTimeout <= 0:
-		return fmt.Errorf("tlsnet: WriteTimeout %v not positive", o.WriteTimeout)
-	case o.MaxQueue < o.MaxFrame+wire.HeaderSize:
-		return fmt.Errorf("tlsnet: MaxQueue %d cannot hold a frame of MaxFrame %d", o.MaxQueue, o.MaxFrame)
+	}
+	if err := o.Limits.Validate(); err != nil {
+		return fmt.Errorf("tlsnet: %w", err)
 	}
 	return nil
 }
@@ -195,22 +164,7 @@ var _ transport.Network = (*Network)(nil)
 // values. It panics if the result fails Validate: options are program
 // configuration, to be validated where they are read.
 func New(opts Options) *Network {
-	d := Default()
-	if opts.MaxFrame == 0 {
-		opts.MaxFrame = d.MaxFrame
-	}
-	if opts.HandshakeTimeout == 0 {
-		opts.HandshakeTimeout = d.HandshakeTimeout
-	}
-	if opts.DialTimeout == 0 {
-		opts.DialTimeout = d.DialTimeout
-	}
-	if opts.WriteTimeout == 0 {
-		opts.WriteTimeout = d.WriteTimeout
-	}
-	if opts.MaxQueue == 0 {
-		opts.MaxQueue = max(d.MaxQueue, opts.MaxFrame+wire.HeaderSize)
-	}
+	opts.Limits = opts.Limits.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		panic(err)
 	}
