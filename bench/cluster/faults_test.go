@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/loadgen"
+	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/sim"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/frontend"
@@ -92,21 +93,30 @@ func TestRestartFrontendLosesNoRequest(t *testing.T) {
 
 // Three times the goodput: the scheduler sheds what it cannot serve, every
 // request ends exactly once, and it keeps serving near its goodput.
-func TestFloodAtThreeTimesGoodput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs load in real time")
-	}
+// floodWorkload is one model on 2 emulated GPUs (ℓ(b) = 1ms·b + 5ms, a
+// 40ms SLO), with mix as its priority_mix.
+func floodWorkload(t *testing.T, mix []workload.PriorityShare) *workload.Workload {
+	t.Helper()
 	prof := profile.MustLinear(time.Millisecond, 5*time.Millisecond, 64)
 	w := &workload.Workload{
 		Source: "flood", Seed: 7, Duration: time.Second, Warmup: 200 * time.Millisecond,
 		Cluster: workload.Cluster{GPUs: 2},
 		Settings: serving.Settings{Policy: scheduler.PolicySymphony,
 			Network: scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond}},
-		Models: []workload.Model{{Model: serving.Model{Name: "m", Profile: prof, SLO: 40 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 500}}, Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}}},
+		Models: []workload.Model{{Model: serving.Model{Name: "m", Profile: prof, SLO: 40 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 500}},
+			Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}, PriorityMix: mix}},
 	}
 	if err := w.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// runFlood offers w at three times the simulator's goodput for it to a
+// fresh in-process cluster, and returns the cluster, the report and that
+// goodput.
+func runFlood(t *testing.T, w *workload.Workload) (*Cluster, *report.Report, float64) {
+	t.Helper()
 	base, err := sim.FindGoodput(w, sim.GoodputOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -122,11 +132,19 @@ func TestFloodAtThreeTimesGoodput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // Run checks offered = good + late + dropped + failed per model
 	}
+	return c, r, base.GoodputRPS
+}
+
+func TestFloodAtThreeTimesGoodput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs load in real time")
+	}
+	c, r, goodput := runFlood(t, floodWorkload(t, nil))
 	if r.Offered != r.Good+r.Late+r.Dropped+r.Failed {
 		t.Fatalf("offered %d != %d + %d + %d + %d", r.Offered, r.Good, r.Late, r.Dropped, r.Failed)
 	}
 	t.Logf("sim goodput %.0f; flood offered %.0f req/s: goodput %.0f, dropped %d, failed %d, late %d",
-		base.GoodputRPS, r.OfferedRPS, r.GoodputRPS, r.Dropped, r.Failed, r.Late)
+		goodput, r.OfferedRPS, r.GoodputRPS, r.Dropped, r.Failed, r.Late)
 	// How much goodput survives is a benchmark's business (docs/
 	// benchmarks.md); on a loaded CI machine under the race detector it
 	// varies widely. Here: it sheds load and keeps serving.

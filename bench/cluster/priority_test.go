@@ -1,17 +1,9 @@
 package cluster
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	"github.com/symphony-serving/symphony/bench/loadgen"
-	"github.com/symphony-serving/symphony/bench/sim"
 	"github.com/symphony-serving/symphony/bench/workload"
-	"github.com/symphony-serving/symphony/scheduler"
-	"github.com/symphony-serving/symphony/scheduler/profile"
-	"github.com/symphony-serving/symphony/scheduler/serving"
-	"github.com/symphony-serving/symphony/transport/inproc"
 )
 
 // Priority levels live: a workload's priority_mix reaches the live
@@ -24,33 +16,7 @@ func TestPriorityLevelsLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs load in real time")
 	}
-	prof := profile.MustLinear(time.Millisecond, 5*time.Millisecond, 64)
-	w := &workload.Workload{
-		Source: "priority", Seed: 7, Duration: time.Second, Warmup: 200 * time.Millisecond,
-		Cluster: workload.Cluster{GPUs: 2},
-		Settings: serving.Settings{Policy: scheduler.PolicySymphony,
-			Network: scheduler.Delays{Ctrl: 200 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 1500 * time.Microsecond}},
-		Models: []workload.Model{{Model: serving.Model{Name: "m", Profile: prof, SLO: 40 * time.Millisecond}, Rates: []workload.RatePhase{{Rate: 500}},
-			Arrival: workload.Arrival{Kind: workload.ArrivalPoisson}, PriorityMix: []workload.PriorityShare{{Level: 1, Share: 0.25}}}},
-	}
-	if err := w.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	base, err := sim.FindGoodput(w, sim.GoodputOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	flood := w.Scaled(3 * base.GoodputRPS / w.TotalRate())
-	cfg, err := FromWorkload(flood, inproc.New(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.WakeupSlack = 5 * time.Millisecond
-	c := startCluster(t, cfg)
-	r, err := loadgen.Run(context.Background(), loadgen.Client(c.Frontends[0]), flood, loadgen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r, goodput := runFlood(t, floodWorkload(t, []workload.PriorityShare{{Level: 1, Share: 0.25}}))
 	ps := r.Models[0].Priorities
 	if len(ps) != 2 || ps[0].Level != 1 || ps[1].Level != 0 {
 		t.Fatalf("levels %+v, want 1 and 0", ps)
@@ -59,7 +25,7 @@ func TestPriorityLevelsLive(t *testing.T) {
 		t.Errorf("levels %+v do not add up to the model's %d offered, %d good", ps, r.Models[0].Offered, r.Models[0].Good)
 	}
 	t.Logf("offered %.0f req/s (3x the simulator's goodput %.0f): level 1 bad %.2f%%, level 0 bad %.2f%%",
-		r.OfferedRPS, base.GoodputRPS, 100*ps[0].BadRate, 100*ps[1].BadRate)
+		r.OfferedRPS, goodput, 100*ps[0].BadRate, 100*ps[1].BadRate)
 	if ps[0].BadRate >= ps[1].BadRate {
 		t.Errorf("level 1 %.2f%% bad, level 0 %.2f%%: the higher level fared no better", 100*ps[0].BadRate, 100*ps[1].BadRate)
 	}
