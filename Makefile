@@ -150,6 +150,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeModel$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAssignment$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRoutes$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEpoch$$' -fuzztime 60s -fuzzminimizetime 5s ./partition/registry/
 
 clean:
 	rm -rf bin out

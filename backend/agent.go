@@ -16,6 +16,13 @@
 // later (scheduler/gpuwatch); heartbeats tell it the backend is alive.
 // Drain leaves gracefully: no new plans, the plans held run to the end,
 // their results are delivered, then the agent closes.
+//
+// The control plane moves GPUs between the parts of the model set, each
+// served by a scheduler of its own, and a free pool: MoveTo leaves the
+// current scheduler in the same graceful way and registers with another,
+// and Park leaves it for no scheduler, with the agent still running. No
+// request is lost or failed by a move: the new scheduler is dialed only
+// once every plan of the old one has finished and its results are sent.
 package backend
 
 import (
@@ -41,7 +48,14 @@ import (
 
 // Config configures a backend agent.
 type Config struct {
+	// SchedulerAddr is the scheduler the agent registers its GPUs with
+	// when it starts. It may be empty only with Parked.
 	SchedulerAddr string
+	// Parked starts the agent in the free pool: registered with no
+	// scheduler, its GPUs idle, until MoveTo gives it one (the control
+	// plane hands out pooled GPUs as parts need them). SchedulerAddr must
+	// then be empty.
+	Parked bool
 	// Name identifies the backend in logs.
 	Name    string
 	GPUs    int
@@ -88,8 +102,10 @@ func Default() Config {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	switch {
-	case c.SchedulerAddr == "":
+	case c.SchedulerAddr == "" && !c.Parked:
 		return errors.New("backend: no scheduler address")
+	case c.SchedulerAddr != "" && c.Parked:
+		return fmt.Errorf("backend: parked, yet given the scheduler address %q: a parked agent registers nowhere until MoveTo", c.SchedulerAddr)
 	case c.Network == nil:
 		return errors.New("backend: no network")
 	case c.GPUs < 1 || c.GPUs > wire.MaxGPUs:
@@ -134,11 +150,31 @@ type Agent struct {
 	// closeOnce makes Close (which Drain ends with) safe to call again.
 	closeOnce sync.Once
 
+	// moves serializes MoveTo and Park (a semaphore of one): a move holds
+	// it until it returns, or, if its caller gave up during the leave,
+	// until it has switched the dial loop to the next address.
+	moves chan struct{}
+
 	mu      sync.Mutex
 	session *schedSession
 	// draining is set by Drain: the agent registers with no scheduler
 	// any more.
 	draining bool
+	// reg is the registration the dial loop works on: the scheduler the
+	// agent is registered or registering with; nil while parked. A move
+	// replaces it, and a session registers only for the reg it was
+	// dialed for, so that a dial under way for an address left behind
+	// never brings GPUs online there.
+	reg *registration
+	// leaving is set while a move leaves its scheduler, before it
+	// switches to next (the scheduler it goes to, "" to park): no session
+	// registers meanwhile, not even one redialed to the scheduler being
+	// left.
+	leaving bool
+	next    string
+	// cancelDial ends the dial loop's work on reg, with the reason the
+	// scheduler connection closes with; the loop sets it for each reg.
+	cancelDial context.CancelCauseFunc
 	// jobs counts the plans queued or running on the GPUs, so that Drain
 	// can wait for them; idle gets a signal (capacity 1) each time it
 	// falls to zero.
@@ -227,6 +263,30 @@ type schedSession struct {
 	controls chan *wire.Control
 }
 
+// registration is the agent's registration with the scheduler at addr:
+// the one it starts with, or a move's.
+type registration struct {
+	addr string
+	// done is closed once the agent has registered with addr (err nil), or
+	// never will under this registration (err says why: a later move, a
+	// drain).
+	done chan struct{}
+	err  error
+	once sync.Once
+}
+
+func newRegistration(addr string) *registration {
+	return &registration{addr: addr, done: make(chan struct{})}
+}
+
+// finish settles r, the first time only.
+func (r *registration) finish(err error) {
+	r.once.Do(func() {
+		r.err = err
+		close(r.done)
+	})
+}
+
 // job is one plan on its way through a GPU worker.
 type job struct {
 	s      *schedSession
@@ -305,6 +365,10 @@ func Start(cfg Config) (*Agent, error) {
 		cfg: cfg, log: log, exec: cfg.Executor, pool: pool,
 		pull: newTCPPuller(cfg.Network, cfg.Name, cfg.Backoff, log),
 		done: make(chan struct{}), ready: make(chan struct{}), idle: make(chan struct{}, 1),
+		moves: make(chan struct{}, 1),
+	}
+	if !cfg.Parked {
+		a.reg = newRegistration(cfg.SchedulerAddr)
 	}
 	a.reads = a.pull
 	a.pull.undelivered = &a.stats.Undelivered
@@ -364,8 +428,11 @@ func Start(cfg Config) (*Agent, error) {
 		}
 		log.Info().Ints("executor_cpus", cfg.ExecutorCPUs).Msg("each GPU's batches run on a CPU of their own")
 	}
+	if cfg.Parked {
+		log.Info().Msg("parked: registered with no scheduler until moved")
+	}
 	go func() {
-		transport.KeepDialing(ctx, cfg.Backoff, log, a.dialScheduler)
+		a.dialLoop(ctx)
 		wg.Wait()
 		close(a.done)
 	}()
@@ -387,32 +454,60 @@ func (a *Agent) RDMAStats() *rdma.ReaderStats {
 	return a.rdma.reader.Stats()
 }
 
-// WaitReady waits until the agent has registered its GPUs once.
+// WaitReady waits until the agent has registered its GPUs once (with any
+// scheduler: an agent started parked waits for its first MoveTo).
 func (a *Agent) WaitReady(ctx context.Context) error {
 	select {
 	case <-a.ready:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("backend: waiting for the scheduler at %s: %w", a.cfg.SchedulerAddr, ctx.Err())
+		if addr := a.SchedulerAddr(); addr != "" {
+			return fmt.Errorf("backend: waiting for the scheduler at %s: %w", addr, ctx.Err())
+		}
+		return fmt.Errorf("backend: parked, waiting to be moved to a scheduler: %w", ctx.Err())
 	}
 }
 
 // Ready reports whether the agent can take plans now: nil once its GPUs
 // are registered with the scheduler over a live connection, else why not
-// (not yet registered, the connection lost and being redialed, or
-// draining). It is what the backend's /readyz answers.
+// (not yet registered, the connection lost and being redialed, moving to
+// another scheduler, parked, or draining). It is what the backend's
+// /readyz answers: a parked agent is healthy but takes no plans.
 func (a *Agent) Ready() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
 	case a.draining:
 		return errors.New("draining")
+	case a.leaving && a.next == "":
+		return fmt.Errorf("leaving the scheduler at %s to park", a.schedAddrLocked())
+	case a.leaving:
+		return fmt.Errorf("moving from the scheduler at %s to %s", a.schedAddrLocked(), a.next)
+	case a.reg == nil:
+		return errors.New("parked: registered with no scheduler")
 	case a.session == nil:
-		return fmt.Errorf("not registered with the scheduler at %s yet", a.cfg.SchedulerAddr)
+		return fmt.Errorf("not registered with the scheduler at %s yet", a.reg.addr)
 	case a.session.dead.Load():
-		return fmt.Errorf("connection to the scheduler at %s lost: reconnecting", a.cfg.SchedulerAddr)
+		return fmt.Errorf("connection to the scheduler at %s lost: reconnecting", a.reg.addr)
 	}
 	return nil
+}
+
+// SchedulerAddr is the address of the scheduler the agent is registered
+// or registering with now ("" while parked). During a move it is the
+// scheduler being left until every plan of it has finished, then the new
+// one.
+func (a *Agent) SchedulerAddr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.schedAddrLocked()
+}
+
+func (a *Agent) schedAddrLocked() string {
+	if a.reg == nil {
+		return ""
+	}
+	return a.reg.addr
 }
 
 // Close stops the agent at once, as a crash would: batches in flight are
@@ -437,12 +532,54 @@ func (a *Agent) Close() {
 // caller.
 const closeWait = 5 * time.Second
 
-func (a *Agent) dialScheduler(ctx context.Context) error {
+// dialLoop keeps the agent registered with the scheduler of a.reg,
+// redialing with backoff, until the agent closes. A move ends its work on
+// one registration (cancelDial), which closes that scheduler's
+// connection, and it goes on with the next; while parked it dials
+// nothing.
+func (a *Agent) dialLoop(life context.Context) {
+	for life.Err() == nil {
+		ctx, cancel := context.WithCancelCause(life)
+		a.mu.Lock()
+		reg := a.reg
+		a.cancelDial = cancel
+		a.mu.Unlock()
+		if reg == nil {
+			<-ctx.Done() // parked
+		} else {
+			log := a.log.With().Str("scheduler", reg.addr).Logger()
+			transport.KeepDialing(ctx, a.cfg.Backoff, log, func(ctx context.Context) error {
+				return a.dialScheduler(ctx, reg)
+			})
+		}
+		cancel(nil)
+	}
+}
+
+// mayRegisterLocked says why a session dialed for reg must not register
+// ("" if it may): the agent drains, leaves its scheduler, or has moved on
+// from reg. Called with a.mu held.
+func (a *Agent) mayRegisterLocked(reg *registration) string {
+	switch {
+	case a.draining:
+		return "backend draining"
+	case a.leaving:
+		return "backend leaving its scheduler"
+	case a.reg != reg:
+		return "backend moved to another scheduler"
+	}
+	return ""
+}
+
+// dialScheduler dials the scheduler of reg, registers the GPUs with it
+// and serves the connection until it closes or ctx ends.
+func (a *Agent) dialScheduler(ctx context.Context, reg *registration) error {
 	a.mu.Lock()
-	draining := a.draining
+	why := a.mayRegisterLocked(reg)
 	a.mu.Unlock()
-	if draining {
-		// Leaving: register with no scheduler again.
+	if why != "" {
+		// Leaving (draining, or moving away): register with no
+		// scheduler again under reg.
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -468,7 +605,7 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 	}
 	hello := &wire.Hello{Version: wire.Version, Role: wire.RoleBackend, Name: a.cfg.Name, GPUs: uint32(a.cfg.GPUs)}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	conn, w, err := a.cfg.Network.Dial(dctx, a.cfg.SchedulerAddr, hello, h)
+	conn, w, err := a.cfg.Network.Dial(dctx, reg.addr, hello, h)
 	cancel()
 	if err != nil {
 		sessMu.Unlock()
@@ -503,25 +640,28 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 	}
 	go a.runControls(sess)
 	a.mu.Lock()
-	if a.draining {
-		// Drain began while the models loaded: bring no GPU online.
+	if why := a.mayRegisterLocked(reg); why != "" {
+		// Drain or a move began while the models loaded: bring no GPU
+		// online.
 		a.mu.Unlock()
-		conn.Close(errors.New("backend draining"))
+		conn.Close(errors.New(why))
 		<-closed
 		<-ctx.Done()
 		return ctx.Err()
 	}
 	a.session = sess
-	// Sent under a.mu, so that a Drain sees either no session (and this
-	// one never reports ready) or one whose Leaving follows BackendReady.
+	// Sent under a.mu, so that a Drain or a move sees either no session
+	// (and this one never reports ready) or one whose Leaving follows
+	// BackendReady.
 	err = conn.Send(&wire.BackendReady{GPUs: uint32(a.cfg.GPUs)})
 	a.mu.Unlock()
 	if err != nil {
 		<-closed
 		return err
 	}
+	reg.finish(nil)
 	a.once.Do(func() { close(a.ready) })
-	a.log.Info().Str("scheduler", a.cfg.SchedulerAddr).Uint32("first_gpu", w.ID).Int("models", len(w.Models)).Msg("registered")
+	a.log.Info().Str("scheduler", reg.addr).Uint32("first_gpu", w.ID).Int("models", len(w.Models)).Msg("registered")
 	beat := time.NewTicker(a.cfg.Heartbeat)
 	defer beat.Stop()
 	for {
@@ -529,7 +669,11 @@ func (a *Agent) dialScheduler(ctx context.Context) error {
 		case <-closed:
 			return errors.New("scheduler connection closed")
 		case <-ctx.Done():
-			conn.Close(errors.New("backend stopping"))
+			why := context.Cause(ctx) // a move says where it goes
+			if errors.Is(why, context.Canceled) {
+				why = errors.New("backend stopping")
+			}
+			conn.Close(why)
 			<-closed
 			return ctx.Err()
 		case <-beat.C:
@@ -1051,10 +1195,17 @@ func (a *Agent) report(j *job, ran int, started, finished time.Time, results ...
 // gone) and every plan has finished and its results are sent, it closes
 // the agent. If ctx ends first, it closes at once, as Close does, and
 // returns ctx's error.
+//
+// Drain works at any point: while parked there is nothing to leave, and
+// during a move it leaves whichever scheduler the agent is with, the move
+// registering with none.
 func (a *Agent) Drain(ctx context.Context) error {
 	a.mu.Lock()
 	a.draining = true
 	sess := a.session
+	if a.reg != nil {
+		a.reg.finish(errDraining)
+	}
 	a.mu.Unlock()
 	defer a.Close()
 	if sess == nil || sess.dead.Load() {
@@ -1089,13 +1240,28 @@ func (a *Agent) jobDone() {
 
 // waitJobs waits until no plan is queued or running, or ctx ends.
 func (a *Agent) waitJobs(ctx context.Context) error {
+	if err := a.awaitIdle(ctx); err != nil {
+		return fmt.Errorf("backend: draining: %w", err)
+	}
+	a.log.Info().Msg("drained: every plan held has finished")
+	return nil
+}
+
+// awaitIdle waits until no plan is queued or running, or ctx ends. A
+// Drain and a move may wait at once: each passes the signal on.
+func (a *Agent) awaitIdle(ctx context.Context) error {
+	defer func() {
+		select {
+		case a.idle <- struct{}{}:
+		default:
+		}
+	}()
 	for a.jobs.Load() > 0 {
 		select {
 		case <-a.idle:
 		case <-ctx.Done():
-			return fmt.Errorf("backend: draining: %w", ctx.Err())
+			return ctx.Err()
 		}
 	}
-	a.log.Info().Msg("drained: every plan held has finished")
 	return nil
 }

@@ -159,6 +159,22 @@ func (p *tcpPuller) down(id uint32) {
 	}
 }
 
+// flush waits until the results queued so far for every frontend have
+// been handed to its data connection (or booked undelivered): a backend
+// moving to another scheduler flushes before that scheduler's frontends,
+// which may reuse these frontends' IDs, replace the connections.
+func (p *tcpPuller) flush() {
+	p.mu.Lock()
+	peers := make([]*peer, 0, len(p.peers))
+	for _, pe := range p.peers {
+		peers = append(peers, pe)
+	}
+	p.mu.Unlock()
+	for _, pe := range peers {
+		pe.results.Flush()
+	}
+}
+
 // closeAll closes every data connection.
 func (p *tcpPuller) closeAll() {
 	p.mu.Lock()

@@ -11,6 +11,11 @@
 // never gets a late answer, and never waits on a lost backend. A request
 // sent on a scheduler connection that closes ends at its deadline with
 // ErrSchedulerLost instead, unless its running batch answers first.
+//
+// A client talks to one scheduler (Config.SchedulerAddr), or, under a
+// partitioned control plane, to each model's scheduler as a routing table
+// says (SetRoutes, routes.go), with one input store and data listener for
+// all of them.
 package frontend
 
 import (
@@ -48,7 +53,11 @@ type Preprocessor interface {
 
 // Config configures a frontend client.
 type Config struct {
-	// SchedulerAddr is the scheduler's address.
+	// SchedulerAddr is the scheduler's address: every model's requests go
+	// there until a routing table (SetRoutes) sends some elsewhere. Empty,
+	// the client starts with no scheduler session and waits for its first
+	// table: a frontend of a partitioned control plane, where each part of
+	// the models has its own scheduler, learns them all from the tables.
 	SchedulerAddr string
 	// Name identifies the frontend in logs.
 	Name string
@@ -90,8 +99,6 @@ func Default() Config {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	switch {
-	case c.SchedulerAddr == "":
-		return errors.New("frontend: no scheduler address")
 	case c.Network == nil:
 		return errors.New("frontend: no network")
 	case c.RegionSize <= rdma.SlotSize(0) || c.MaxInputBytes < int64(c.RegionSize):
@@ -153,7 +160,7 @@ type Call struct {
 
 	id       uint64
 	deadline time.Time
-	sess     *session    // the scheduler connection its task went on
+	sess     *session    // the scheduler connection its task went on; under Client.mu
 	timer    *time.Timer // the safety timer; under Client.mu while pending
 	stop     func() bool // context.AfterFunc's stop
 }
@@ -175,9 +182,25 @@ type Client struct {
 
 	nextID atomic.Uint64
 
-	mu      sync.Mutex
-	session *session // nil while disconnected
-	models  map[string]modelEntry
+	mu sync.Mutex
+	// links are the scheduler addresses in use, each with its sessions,
+	// by address (routes.go).
+	links map[string]*link
+	// def is where a model without a route goes: Config.SchedulerAddr's
+	// link, nil without one or once no model goes there any more.
+	def *link
+	// routes are the models' routes that routing tables set, by name.
+	routes map[string]*route
+	// table is the latest routing table adopted.
+	table Routes
+	// applied is AppliedRevision; written under mu.
+	applied atomic.Int64
+	// notifying is set while a goroutine reports applied revisions to
+	// onApplied, and notified is the last one it reported.
+	notifying bool
+	notified  int64
+	onApplied atomic.Pointer[func(int64)]
+
 	pending map[uint64]*Call
 	closed  bool
 	// drained, set by Drain, is closed once no request is pending.
@@ -186,8 +209,11 @@ type Client struct {
 	readyCh     chan struct{} // closed on the first Welcome
 	readyOne    sync.Once
 
+	// loopCtx is the context of every link's dialing loop, and stopLoop
+	// ends it; loops counts the loops running.
+	loopCtx  context.Context
 	stopLoop context.CancelFunc
-	loopDone chan struct{}
+	loops    sync.WaitGroup
 	stats    Stats
 	ctl      control
 	// onEnd, if set, sees every call as it ends (ObserveEnds).
@@ -199,8 +225,9 @@ type modelEntry struct {
 	info ModelInfo
 }
 
-// session is one live connection to the scheduler.
+// session is one live connection to a scheduler.
 type session struct {
+	link   *link // the scheduler address it is to
 	conn   transport.Conn
 	submit *transport.Coalescer[wire.Task]
 }
@@ -233,7 +260,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, log: cfg.Log.With().Str("frontend", cfg.Name).Logger(),
-		models:  make(map[string]modelEntry),
+		links:   make(map[string]*link),
 		pending: make(map[uint64]*Call),
 		readyCh: make(chan struct{}),
 	}
@@ -274,12 +301,12 @@ func New(cfg Config) (*Client, error) {
 	// (or one that took over a departed frontend's ID) never has a result
 	// meant for its predecessor's request of the same number.
 	c.nextID.Store(rand.Uint64() >> 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	c.stopLoop, c.loopDone = cancel, make(chan struct{})
-	go func() {
-		defer close(c.loopDone)
-		transport.KeepDialing(ctx, cfg.Backoff, c.log, c.dialScheduler)
-	}()
+	c.loopCtx, c.stopLoop = context.WithCancel(context.Background())
+	if cfg.SchedulerAddr != "" {
+		c.mu.Lock()
+		c.def = c.startLink(cfg.SchedulerAddr)
+		c.mu.Unlock()
+	}
 	return c, nil
 }
 
@@ -318,45 +345,72 @@ func (c *Client) closeStore() {
 // Stats returns the client's outcome counters.
 func (c *Client) Stats() *Stats { return &c.stats }
 
-// WaitReady waits until the client has connected to the scheduler once.
+// WaitReady waits until the client has connected to a scheduler once:
+// with Config.SchedulerAddr, to that one; without, to one of the first
+// routing table's.
 func (c *Client) WaitReady(ctx context.Context) error {
 	select {
 	case <-c.readyCh:
 		return nil
 	case <-ctx.Done():
+		if c.cfg.SchedulerAddr == "" {
+			return fmt.Errorf("frontend: waiting for a scheduler of the routing table: %w", ctx.Err())
+		}
 		return fmt.Errorf("frontend: waiting for the scheduler at %s: %w", c.cfg.SchedulerAddr, ctx.Err())
 	}
 }
 
-// Connected reports whether the client is connected to the scheduler now.
+// Connected reports whether the client is connected to a scheduler now
+// (to the scheduler, with one).
 func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.session != nil
+	return c.anyConnected()
 }
 
-// Models lists the models the scheduler serves.
+// anyConnected reports whether a session is live. Called with c.mu held.
+func (c *Client) anyConnected() bool {
+	for _, l := range c.links {
+		if l.sess != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Models lists the models the schedulers serve: each as the scheduler its
+// requests go to describes it (a model whose scheduler never connected
+// is not listed).
 func (c *Client) Models() []ModelInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]ModelInfo, 0, len(c.models))
-	for _, m := range c.models {
-		out = append(out, m.info)
+	out := []ModelInfo{}
+	for _, l := range c.links {
+		for name, m := range l.models {
+			if c.resolve(name) == l {
+				out = append(out, m.info)
+			}
+		}
 	}
 	return out
 }
 
-// Model returns one model's description.
+// Model returns one model's description, from the scheduler its requests
+// go to.
 func (c *Client) Model(name string) (ModelInfo, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.models[name]
+	l := c.resolve(name)
+	if l == nil {
+		return ModelInfo{}, false
+	}
+	m, ok := l.models[name]
 	return m.info, ok
 }
 
-// dialScheduler runs one session: dial, handshake, then wait until the
-// connection closes.
-func (c *Client) dialScheduler(ctx context.Context) error {
+// dialScheduler runs one session to l's scheduler: dial, handshake, then
+// wait until the connection closes.
+func (c *Client) dialScheduler(ctx context.Context, l *link) error {
 	closed := make(chan struct{})
 	var sess *session
 	var sessMu sync.Mutex // held from before Dial until sess is published
@@ -366,9 +420,9 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 			// After the Welcome's models are in place, so that a
 			// later model state is not undone by the Welcome's.
 			sessMu.Lock()
-			//lint:ignore SA2001 an empty critical section is the barrier
+			s := sess
 			sessMu.Unlock()
-			c.onSchedulerMessage(conn, m)
+			c.onSchedulerMessage(s, m)
 		},
 		Closed: func(conn transport.Conn, err error) {
 			sessMu.Lock()
@@ -380,30 +434,34 @@ func (c *Client) dialScheduler(ctx context.Context) error {
 	}
 	hello := &wire.Hello{Version: wire.Version, Role: wire.RoleFrontend, Name: c.cfg.Name, DataAddr: c.DataAddr()}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	conn, welcome, err := c.cfg.Network.Dial(dctx, c.cfg.SchedulerAddr, hello, h)
+	conn, welcome, err := c.cfg.Network.Dial(dctx, l.addr, hello, h)
 	cancel()
 	if err != nil {
 		sessMu.Unlock()
 		return err
 	}
-	sess = &session{conn: conn}
+	sess = &session{link: l, conn: conn}
 	sess.submit = transport.NewCoalescer(func(tasks []wire.Task) {
 		if err := conn.Send(&wire.Submit{Tasks: tasks}); err != nil {
 			c.log.Debug().Err(err).Int("tasks", len(tasks)).Msg("submit failed")
 		}
 	})
-	c.mu.Lock()
-	c.models = make(map[string]modelEntry, len(welcome.Models))
+	models := make(map[string]modelEntry, len(welcome.Models))
 	for _, m := range welcome.Models {
-		c.models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency), State: StateReady,
+		models[m.Name] = modelEntry{id: m.ID, info: ModelInfo{Name: m.Name, SLO: m.SLO, MaxBatch: len(m.Latency), State: StateReady,
 			Latency: slices.Clone(m.Latency), Inputs: tensor.Clone(m.Inputs), Outputs: tensor.Clone(m.Outputs)}}
 	}
-	c.setStates(welcome.States)
-	c.session = sess
+	c.mu.Lock()
+	l.models = models
+	setStates(l.models, welcome.States)
+	l.sess, l.welcomed = sess, true
+	// Models waiting for this scheduler switch to it now.
+	stops, notify := c.settle()
 	c.mu.Unlock()
 	sessMu.Unlock() // a Closed callback now ends this very session
 	c.readyOne.Do(func() { close(c.readyCh) })
-	c.log.Info().Str("scheduler", c.cfg.SchedulerAddr).Uint32("id", welcome.ID).Int("models", len(welcome.Models)).Msg("connected")
+	c.log.Info().Str("scheduler", l.addr).Uint32("id", welcome.ID).Int("models", len(welcome.Models)).Msg("connected")
+	c.afterSettle(stops, notify)
 	select {
 	case <-closed:
 		return errors.New("scheduler connection closed")
@@ -425,8 +483,8 @@ func (c *Client) endSession(s *session) {
 		return
 	}
 	c.mu.Lock()
-	if c.session == s {
-		c.session = nil
+	if s.link.sess == s {
+		s.link.sess = nil
 	}
 	lost := 0
 	for id, call := range c.pending {
@@ -442,15 +500,18 @@ func (c *Client) endSession(s *session) {
 	s.submit.Close()
 	c.controlsLost(s)
 	if lost > 0 {
-		c.warn.Warn().Int("requests", lost).Msg("scheduler connection lost with requests waiting: each ends at its deadline unless its running batch answers")
+		c.warn.Warn().Str("scheduler", s.link.addr).Int("requests", lost).Msg("scheduler connection lost with requests waiting: each ends at its deadline unless its running batch answers")
 	}
 }
 
-func (c *Client) onSchedulerMessage(_ transport.Conn, m wire.Message) {
+// onSchedulerMessage handles a message of session s.
+func (c *Client) onSchedulerMessage(s *session, m wire.Message) {
 	switch m := m.(type) {
 	case *wire.ModelStates:
 		c.mu.Lock()
-		c.setStates(m.States)
+		if s.link.sess == s {
+			setStates(s.link.models, m.States)
+		}
 		c.mu.Unlock()
 		return
 	case *wire.ControlDone:
@@ -544,17 +605,14 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		f(&o)
 	}
 	c.mu.Lock()
-	sess := c.session
-	m, known := c.models[model]
+	sess, m, err := c.lookup(model)
 	closed := c.refusing()
 	c.mu.Unlock()
 	switch {
 	case closed:
 		return c.failEarly(call, ErrClosed)
-	case sess == nil:
-		return c.failEarly(call, ErrNotConnected)
-	case !known:
-		return c.failEarly(call, fmt.Errorf("%w %q", ErrUnknownModel, model))
+	case err != nil:
+		return c.failEarly(call, err)
 	}
 	call.deadline = now.Add(m.info.SLO)
 	if d, ok := ctx.Deadline(); ok && d.Before(call.deadline) {
@@ -584,7 +642,6 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	var ref wire.InputRef
 	var buf []byte
 	var ready func(error)
-	var err error
 	if pre != nil {
 		ref, buf, ready, err = c.store.Reserve(call.id, size)
 	} else {
@@ -600,11 +657,16 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		return c.failEarly(call, err)
 	}
 	c.mu.Lock()
-	if c.refusing() || c.session != sess {
-		err := ErrClosed
-		if !c.refusing() { // the connection closed since the check above
-			err = ErrNotConnected
-		}
+	err = nil
+	if c.refusing() {
+		err = ErrClosed
+	} else if s, m2, lerr := c.lookup(model); s != sess {
+		// The model's route or its session changed since the check
+		// above: the request goes where the model's requests go now
+		// (the session retired may close as soon as its calls end).
+		sess, m, err = s, m2, lerr
+	}
+	if err != nil {
 		c.mu.Unlock()
 		if ready != nil {
 			ready(err)
@@ -613,6 +675,7 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 		return c.failEarly(call, err)
 	}
 	call.sess = sess
+	sess.link.pending++
 	c.pending[call.id] = call
 	c.stats.Submitted.Add(1)
 	// Whatever happens elsewhere, the call ends by its deadline.
@@ -675,8 +738,18 @@ func (c *Client) finish(id uint64, out []byte, err error, t Timing) {
 		return
 	}
 	delete(c.pending, id)
+	var stop context.CancelFunc
+	if s := call.sess; s != nil {
+		l := s.link
+		if l.pending--; l.pending == 0 && l.retiring {
+			stop = c.retire(l) // no model goes there, and now nothing waits on it
+		}
+	}
 	c.noteDrained()
 	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if err == nil && now.After(call.deadline) {
 		out, err = nil, &DropError{Model: call.Model, Reason: DropExpired}
 		c.stats.Expired.Add(1)
@@ -756,7 +829,7 @@ func (c *Client) Close() error {
 		c.finish(id, nil, ErrClosed, Timing{})
 	}
 	c.stopLoop()
-	<-c.loopDone
+	c.loops.Wait()
 	err := c.data.Close()
 	c.closeStore()
 	return err

@@ -10,7 +10,7 @@ import (
 // errors.As; the gateway maps them to HTTP status codes.
 var (
 	// ErrNotConnected: the frontend has no live connection to the
-	// scheduler, so the request was never queued.
+	// scheduler of the request's model, so the request was never queued.
 	ErrNotConnected = errors.New("frontend: not connected to the scheduler")
 	// ErrUnknownModel: the scheduler serves no model of that name.
 	ErrUnknownModel = errors.New("frontend: unknown model")

@@ -66,8 +66,8 @@ func (c *Client) UnloadModel(ctx context.Context, name string) error {
 	return c.controlModel(ctx, wire.OpUnload, name)
 }
 
-// RepositoryIndex lists every model the scheduler serves, loaded or not,
-// by name.
+// RepositoryIndex lists every model the schedulers serve, loaded or not,
+// by name (as Models does).
 func (c *Client) RepositoryIndex() []ModelInfo {
 	ms := c.Models()
 	slices.SortFunc(ms, func(a, b ModelInfo) int { return strings.Compare(a.Name, b.Name) })
@@ -75,9 +75,16 @@ func (c *Client) RepositoryIndex() []ModelInfo {
 }
 
 func (c *Client) controlModel(ctx context.Context, op wire.ControlOp, name string) error {
+	// The control goes to the scheduler the model's requests go to, with
+	// the model's ID there.
 	c.mu.Lock()
-	sess := c.session
-	m, known := c.models[name]
+	var sess *session
+	var m modelEntry
+	known := false
+	if l := c.resolve(name); l != nil {
+		sess = l.sess
+		m, known = l.models[name]
+	}
 	c.mu.Unlock()
 	switch {
 	case !known:
@@ -144,13 +151,14 @@ func (c *Client) controlsLost(s *session) {
 	}
 }
 
-// setStates records the scheduler's model states. Called with c.mu held.
-func (c *Client) setStates(states []wire.ModelStatus) {
+// setStates records a scheduler's model states in models, that
+// scheduler's (model IDs are per scheduler). Called with c.mu held.
+func setStates(models map[string]modelEntry, states []wire.ModelStatus) {
 	for _, st := range states {
-		for name, e := range c.models {
+		for name, e := range models {
 			if e.id == st.Model {
 				e.info.State, e.info.Reason = ModelState(st.State.String()), st.Reason
-				c.models[name] = e
+				models[name] = e
 				break
 			}
 		}

@@ -47,6 +47,10 @@ type Leadership struct {
 // is the Revision of its record as active.
 func (l *Leadership) Term() int64 { return l.rec.Revision }
 
+// Lease is the lease the scheduler's record and election key live under:
+// what it puts under it (its part's Report) goes when it does.
+func (l *Leadership) Lease() clientv3.LeaseID { return l.reg.Lease() }
+
 // Scheduler is the scheduler's record as active.
 func (l *Leadership) Scheduler() Scheduler { return l.rec }
 

@@ -103,7 +103,7 @@ func waitRoute(ctx context.Context, t *testing.T, updates <-chan registry.Routes
 			if !ok || u.Err != nil {
 				t.Fatalf("routes watch ended: %v", u.Err)
 			}
-			if u.Routes.Schedulers[part] == addr {
+			if u.Value.Schedulers[part] == addr {
 				return u
 			}
 		case <-ctx.Done():
@@ -179,8 +179,8 @@ func TestElectionFailoverOnKill(t *testing.T) {
 	if takeover > 2*time.Second {
 		t.Errorf("takeover took %v, over 2s with a 1s TTL", takeover)
 	}
-	if u.Routes.Models["m"] != 0 || u.Routes.Epoch != 3 {
-		t.Errorf("routes lost their models: %+v", u.Routes)
+	if u.Value.Models["m"] != 0 || u.Value.Epoch != 3 {
+		t.Errorf("routes lost their models: %+v", u.Value)
 	}
 
 	lb := elected(ctx, t, chB)
@@ -232,8 +232,8 @@ func TestElectionResignHandsOver(t *testing.T) {
 		t.Errorf("hand-over took %v: Resign waited for the TTL", d)
 	}
 	lb := elected(ctx, t, chB)
-	if lb.Term() <= la.Term() || u.Routes.Schedulers[2] != "127.0.0.1:7101" {
-		t.Errorf("terms a %d, b %d; routes %+v", la.Term(), lb.Term(), u.Routes)
+	if lb.Term() <= la.Term() || u.Value.Schedulers[2] != "127.0.0.1:7101" {
+		t.Errorf("terms a %d, b %d; routes %+v", la.Term(), lb.Term(), u.Value)
 	}
 	select {
 	case <-la.Done():

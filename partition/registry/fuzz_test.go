@@ -49,3 +49,5 @@ func FuzzDecodeAssignment(f *testing.F) {
 	fuzzDecoder(f, sampleAssignment())
 }
 func FuzzDecodeRoutes(f *testing.F) { fuzzDecoder(f, sampleRoutes()) }
+func FuzzDecodeReport(f *testing.F) { fuzzDecoder(f, sampleReport()) }
+func FuzzDecodeEpoch(f *testing.F)  { fuzzDecoder(f, sampleEpoch()) }

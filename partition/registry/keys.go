@@ -64,5 +64,14 @@ func (k Keys) Models() string           { return k.prefix + "models/" }
 // Assignment is the key of the part assignment.
 func (k Keys) Assignment() string { return k.prefix + "assignment" }
 
+// Report is where part's active scheduler puts its Report (leased).
+func (k Keys) Report(part int) string { return k.Reports() + strconv.Itoa(part) }
+
+// Reports is the prefix of every part's Report.
+func (k Keys) Reports() string { return k.prefix + "reports/" }
+
+// Epoch is where the controller puts its last Epoch record.
+func (k Keys) Epoch() string { return k.prefix + "epoch" }
+
 // Routes is the key of the routing table.
 func (k Keys) Routes() string { return k.prefix + "routes" }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"reflect"
 	"slices"
@@ -123,7 +125,9 @@ type Backend struct {
 	Name string `json:"name"`
 	// GPUs is how many GPUs it runs batches on.
 	GPUs int `json:"gpus"`
-	// Address is its control address (host:port).
+	// Address is its control address (host:port), where it serves
+	// health and metrics; empty for one that serves none (an in-process
+	// backend).
 	Address string `json:"address"`
 	// Models are the models it has loaded, each once.
 	Models []string `json:"models"`
@@ -137,20 +141,12 @@ func (b Backend) Validate() error {
 	if b.GPUs < 1 || b.GPUs > MaxGPUs {
 		return fmt.Errorf("gpus: %d is not in [1, %d]", b.GPUs, MaxGPUs)
 	}
-	if err := checkAddress("address", b.Address); err != nil {
-		return err
-	}
-	seen := make(map[string]bool, len(b.Models))
-	for i, m := range b.Models {
-		if err := checkName("models["+strconv.Itoa(i)+"]", m); err != nil {
+	if b.Address != "" {
+		if err := checkAddress("address", b.Address); err != nil {
 			return err
 		}
-		if seen[m] {
-			return fmt.Errorf("models[%d]: %q is listed twice", i, m)
-		}
-		seen[m] = true
 	}
-	return nil
+	return checkNames("models", b.Models)
 }
 
 // Frontend is a frontend process, registered under a lease.
@@ -158,12 +154,20 @@ type Frontend struct {
 	Name string `json:"name"`
 	// DataAddress is where backends pull its requests' inputs (host:port).
 	DataAddress string `json:"data_address"`
+	// Routes is the mod revision of the routing table it follows: every
+	// request it sends from then on goes by that table. A controller
+	// lets a moved model's old part unload it only once every frontend
+	// follows a table that routes the model away (Assignment.Keep).
+	Routes int64 `json:"routes"`
 }
 
 // Validate reports the first thing wrong with f.
 func (f Frontend) Validate() error {
 	if err := checkName("name", f.Name); err != nil {
 		return err
+	}
+	if f.Routes < 0 {
+		return fmt.Errorf("routes: revision %d is negative", f.Routes)
 	}
 	return checkAddress("data_address", f.DataAddress)
 }
@@ -203,7 +207,22 @@ type Assignment struct {
 	Parts int `json:"parts"`
 	// Models maps a model's name to its part in [0, Parts).
 	Models map[string]int `json:"models"`
+	// Keep maps a model moving out of a part to that part while its
+	// requests may still go there: the part's scheduler keeps serving it
+	// until the controller drops it from Keep, once every frontend
+	// follows routes that send it to its new part. Make before break:
+	// the model is loaded in both parts meanwhile. Empty between moves.
+	Keep map[string]int `json:"keep"`
+	// Backends maps a backend's name to the part it serves, or FreePool
+	// for none: a backend registers with its part's active scheduler and
+	// moves when its entry changes. A backend missing here stays where
+	// it is.
+	Backends map[string]int `json:"backends"`
 }
+
+// FreePool is Assignment.Backends' part for a backend that serves no part
+// (a warm spare, or one about to be stopped).
+const FreePool = -1
 
 // Validate reports the first thing wrong with a.
 func (a Assignment) Validate() error {
@@ -218,7 +237,36 @@ func (a Assignment) Validate() error {
 			return fmt.Errorf("models[%q]: part %d is not in [0, %d)", name, p, a.Parts)
 		}
 	}
+	for _, name := range sortedKeys(a.Keep) {
+		p, ok := a.Models[name]
+		switch k := a.Keep[name]; {
+		case !ok:
+			return fmt.Errorf("keep[%q]: not an assigned model", name)
+		case k < 0 || k >= a.Parts:
+			return fmt.Errorf("keep[%q]: part %d is not in [0, %d)", name, k, a.Parts)
+		case k == p:
+			return fmt.Errorf("keep[%q]: part %d is the model's own part", name, k)
+		}
+	}
+	for _, name := range sortedKeys(a.Backends) {
+		if err := checkName("backends key", name); err != nil {
+			return err
+		}
+		if p := a.Backends[name]; p < FreePool || p >= a.Parts {
+			return fmt.Errorf("backends[%q]: part %d is not in [%d, %d)", name, p, FreePool, a.Parts)
+		}
+	}
 	return nil
+}
+
+// Holds reports whether part p's scheduler is to serve model: it is
+// assigned there, or kept there while it moves out.
+func (a Assignment) Holds(p int, model string) bool {
+	if q, ok := a.Models[model]; ok && q == p {
+		return true
+	}
+	q, ok := a.Keep[model]
+	return ok && q == p
 }
 
 // Routes is the routing table frontends follow: each model's part, and
@@ -266,9 +314,145 @@ func (r Routes) Validate() error {
 	return nil
 }
 
-// record is what the registry stores: the six value types.
+// Report is what a part's active scheduler measured, each counter summed
+// since Start. The epoch controller reads reports as the epoch goes and
+// takes differences, so a report it misses costs nothing; a report of
+// another Start (a restart or a takeover) begins a new series.
+type Report struct {
+	Part int `json:"part"`
+	// Scheduler is the reporting scheduler's name.
+	Scheduler string `json:"scheduler"`
+	// Start is when its counters began, At when it wrote the report
+	// (Unix nanoseconds).
+	Start int64 `json:"start_ns"`
+	At    int64 `json:"at_ns"`
+	// Ready are the models it takes requests for now.
+	Ready []string `json:"ready"`
+	// Models are each model's counts.
+	Models map[string]Counts `json:"models"`
+	// Busy is the GPU time its batches ran; Online the GPU time its GPUs
+	// could run batches (JSON: nanoseconds).
+	Busy   time.Duration `json:"busy_ns"`
+	Online time.Duration `json:"online_ns"`
+	// Backends are the backends whose GPUs are online with it now.
+	Backends []string `json:"backends"`
+}
+
+// Counts are one model's requests at a scheduler: those that arrived, and
+// those that ended badly (dropped, failed, or run too late).
+type Counts struct {
+	Tasks uint64 `json:"tasks"`
+	Bad   uint64 `json:"bad"`
+}
+
+// Validate reports the first thing wrong with r.
+func (r Report) Validate() error {
+	if err := checkPart("part", r.Part); err != nil {
+		return err
+	}
+	if err := checkName("scheduler", r.Scheduler); err != nil {
+		return err
+	}
+	switch {
+	case r.Start < 0 || r.At < r.Start:
+		return fmt.Errorf("at_ns: %d is before start_ns %d, or start is negative", r.At, r.Start)
+	case r.Busy < 0 || r.Online < 0:
+		return fmt.Errorf("busy_ns, online_ns: negative (%d, %d)", r.Busy, r.Online)
+	}
+	if err := checkNames("ready", r.Ready); err != nil {
+		return err
+	}
+	for name := range r.Models {
+		if err := checkName("models key", name); err != nil {
+			return err
+		}
+	}
+	return checkNames("backends", r.Backends)
+}
+
+// Epoch is the last epoch's decision as the controller recorded it, for
+// `symphony cluster status` (epoch.Record, by name where it has models).
+type Epoch struct {
+	Epoch uint64 `json:"epoch"`
+	// At is when it was decided (Unix nanoseconds); Window the epoch that
+	// ended (nanoseconds).
+	At     int64         `json:"at_ns"`
+	Window time.Duration `json:"window_ns"`
+	// Engine is the partitioning engine; Deterministic is false for one
+	// whose answer depends on the machine and the time (milp, random).
+	Engine        string `json:"engine"`
+	Deterministic bool   `json:"deterministic"`
+	// BadRate and IdleFraction are the epoch's signals over all parts.
+	BadRate      float64 `json:"bad_rate"`
+	IdleFraction float64 `json:"idle_fraction"`
+	// GPUsBefore were in use before it, GPUs after; Need is the sized
+	// need without headroom; PartGPUs each part's GPUs after.
+	GPUsBefore int     `json:"gpus_before"`
+	GPUs       int     `json:"gpus"`
+	Need       float64 `json:"need"`
+	PartGPUs   []int   `json:"part_gpus"`
+	// Moves is the number of model moves; Skipped why no re-partition
+	// was taken, if so.
+	Moves   int    `json:"moves"`
+	Skipped string `json:"skipped"`
+	// Rates are the models' forecast rates (requests/s) it sized for.
+	Rates map[string]float64 `json:"rates"`
+}
+
+// Validate reports the first thing wrong with e.
+func (e Epoch) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"bad_rate", e.BadRate}, {"idle_fraction", e.IdleFraction}, {"need", e.Need}} {
+		if f.v < 0 || math.IsInf(f.v, 0) || math.IsNaN(f.v) {
+			return fmt.Errorf("%s: %v is not a non-negative number", f.name, f.v)
+		}
+	}
+	switch {
+	case e.At < 0 || e.Window < 0:
+		return fmt.Errorf("at_ns, window_ns: negative (%d, %d)", e.At, e.Window)
+	case e.GPUsBefore < 0 || e.GPUs < 0 || e.Moves < 0:
+		return fmt.Errorf("gpus_before, gpus, moves: negative (%d, %d, %d)", e.GPUsBefore, e.GPUs, e.Moves)
+	case len(e.Engine) > MaxNameBytes || len(e.Skipped) > MaxValueBytes/4:
+		return errors.New("engine or skipped: too long")
+	case len(e.PartGPUs) > MaxParts:
+		return fmt.Errorf("part_gpus: %d parts, over %d", len(e.PartGPUs), MaxParts)
+	}
+	for p, n := range e.PartGPUs {
+		if n < 0 {
+			return fmt.Errorf("part_gpus[%d]: %d is negative", p, n)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.Rates)) {
+		if err := checkName("rates key", name); err != nil {
+			return err
+		}
+		if v := e.Rates[name]; v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			return fmt.Errorf("rates[%q]: %v is not a non-negative number", name, v)
+		}
+	}
+	return nil
+}
+
+// checkNames checks each of names with checkName, and that none repeats.
+func checkNames(field string, names []string) error {
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		if err := checkName(field+"["+strconv.Itoa(i)+"]", n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("%s[%d]: %q is listed twice", field, i, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// record is what the registry stores: the eight value types.
 type record interface {
-	Scheduler | Backend | Frontend | Model | Assignment | Routes
+	Scheduler | Backend | Frontend | Model | Assignment | Routes | Report | Epoch
 	Validate() error
 }
 
@@ -286,6 +470,10 @@ func kindOf[T record]() string {
 		return "model"
 	case Assignment:
 		return "assignment"
+	case Report:
+		return "report"
+	case Epoch:
+		return "epoch"
 	default:
 		return "routes"
 	}
@@ -294,7 +482,8 @@ func kindOf[T record]() string {
 // DecodeError is a registry value that does not decode or is not valid.
 type DecodeError struct {
 	// Kind is the record type ("scheduler", "backend", "frontend",
-	// "model", "assignment", "routes"); Key the etcd key, when known.
+	// "model", "assignment", "routes", "report", "epoch"); Key the etcd
+	// key, when known.
 	Kind, Key string
 	Err       error
 }
@@ -335,13 +524,16 @@ func Decode[T record](b []byte) (T, error) {
 }
 
 // DecodeScheduler, DecodeBackend, DecodeFrontend, DecodeModel,
-// DecodeAssignment and DecodeRoutes are Decode for each record type.
+// DecodeAssignment, DecodeRoutes, DecodeReport and DecodeEpoch are Decode
+// for each record type.
 func DecodeScheduler(b []byte) (Scheduler, error)   { return Decode[Scheduler](b) }
 func DecodeBackend(b []byte) (Backend, error)       { return Decode[Backend](b) }
 func DecodeFrontend(b []byte) (Frontend, error)     { return Decode[Frontend](b) }
 func DecodeModel(b []byte) (Model, error)           { return Decode[Model](b) }
 func DecodeAssignment(b []byte) (Assignment, error) { return Decode[Assignment](b) }
 func DecodeRoutes(b []byte) (Routes, error)         { return Decode[Routes](b) }
+func DecodeReport(b []byte) (Report, error)         { return Decode[Report](b) }
+func DecodeEpoch(b []byte) (Epoch, error)           { return Decode[Epoch](b) }
 
 func decodeStrict(b []byte, v any) error {
 	if len(b) > MaxValueBytes {

@@ -16,14 +16,25 @@ func sampleBackend() Backend {
 	return Backend{Name: "gpu-host-3", GPUs: 8, Address: "10.0.0.3:7200", Models: []string{"ResNet50", "BERT"}}
 }
 
-func sampleFrontend() Frontend { return Frontend{Name: "fe-1", DataAddress: "[::1]:7300"} }
+func sampleFrontend() Frontend { return Frontend{Name: "fe-1", DataAddress: "[::1]:7300", Routes: 12} }
 
 func sampleModel() Model {
 	return Model{Name: "ResNet50", SLO: 100 * time.Millisecond, StaticMemory: 100 << 20, DynamicMemory: 1 << 20}
 }
 
 func sampleAssignment() Assignment {
-	return Assignment{Epoch: 7, Parts: 3, Models: map[string]int{"ResNet50": 0, "BERT": 2}}
+	return Assignment{Epoch: 7, Parts: 3, Models: map[string]int{"ResNet50": 0, "BERT": 2},
+		Keep: map[string]int{"BERT": 1}, Backends: map[string]int{"gpu-0": 0, "gpu-1": FreePool}}
+}
+
+func sampleReport() Report {
+	return Report{Part: 1, Scheduler: "sched-1a", Start: 1e18, At: 1e18 + 5e9, Ready: []string{"BERT"},
+		Models: map[string]Counts{"BERT": {Tasks: 900, Bad: 3}}, Busy: 4 * time.Second, Online: 9 * time.Second, Backends: []string{"gpu-1"}}
+}
+
+func sampleEpoch() Epoch {
+	return Epoch{Epoch: 4, At: 2e18, Window: 5 * time.Second, Engine: "heuristic", Deterministic: true, BadRate: 0.004,
+		IdleFraction: 0.3, GPUsBefore: 8, GPUs: 9, Need: 6.5, PartGPUs: []int{3, 6}, Moves: 1, Rates: map[string]float64{"BERT": 120.5}}
 }
 
 func sampleRoutes() Routes {
@@ -53,6 +64,21 @@ func TestRecordsRoundTrip(t *testing.T) {
 	roundTrip(t, sampleModel())
 	roundTrip(t, sampleAssignment())
 	roundTrip(t, sampleRoutes())
+	roundTrip(t, sampleReport())
+	roundTrip(t, sampleEpoch())
+}
+
+func TestAssignmentHolds(t *testing.T) {
+	a := sampleAssignment()
+	for _, c := range []struct {
+		part  int
+		model string
+		want  bool
+	}{{2, "BERT", true}, {1, "BERT", true}, {0, "BERT", false}, {0, "ResNet50", true}, {1, "ResNet50", false}, {0, "nope", false}} {
+		if got := a.Holds(c.part, c.model); got != c.want {
+			t.Errorf("Holds(%d, %s) = %v, want %v", c.part, c.model, got, c.want)
+		}
+	}
 }
 
 func TestRoutesRoute(t *testing.T) {
@@ -99,6 +125,15 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad part key", "routes", `{"epoch":1,"models":{},"schedulers":{"x":"h:1"}}`, "schedulers"},
 		{"bad scheduler address", "routes", `{"epoch":1,"models":{"a":0},"schedulers":{"0":"nowhere"}}`, "schedulers[0]"},
 		{"invalid utf-8", "frontend", "{\"name\":\"\xff\",\"data_address\":\"h:1\"}", "UTF-8"},
+		{"keep of an unassigned model", "assignment", `{"epoch":1,"parts":2,"models":{"a":0},"keep":{"b":1},"backends":null}`, `keep["b"]: not an assigned model`},
+		{"keep at its own part", "assignment", `{"epoch":1,"parts":2,"models":{"a":0},"keep":{"a":0},"backends":null}`, "own part"},
+		{"backend below the free pool", "assignment", `{"epoch":1,"parts":2,"models":{},"keep":null,"backends":{"g":-2}}`, `backends["g"]: part -2`},
+		{"negative routes revision", "frontend", `{"name":"a","data_address":"h:1","routes":-1}`, "routes: revision -1"},
+		{"report before its start", "report", `{"part":0,"scheduler":"s","start_ns":5,"at_ns":4,"ready":null,"models":null,"busy_ns":0,"online_ns":0,"backends":null}`, "before start_ns"},
+		{"report ready twice", "report", `{"part":0,"scheduler":"s","start_ns":0,"at_ns":0,"ready":["m","m"],"models":null,"busy_ns":0,"online_ns":0,"backends":null}`, "listed twice"},
+		{"report negative busy", "report", `{"part":0,"scheduler":"s","start_ns":0,"at_ns":0,"ready":null,"models":null,"busy_ns":-1,"online_ns":0,"backends":null}`, "negative"},
+		{"epoch negative rate", "epoch", `{"epoch":1,"rates":{"m":-1}}`, `rates["m"]`},
+		{"epoch negative part gpus", "epoch", `{"epoch":1,"part_gpus":[1,-1]}`, "part_gpus[1]"},
 		{"too deep", "routes", `{"models":{"a":[[[[[[[[[[1]]]]]]]]]]}}`, "nested deeper"},
 	}
 	for _, c := range cases {
@@ -146,6 +181,10 @@ func decodeKind(kind string, b []byte) error {
 		_, err = DecodeAssignment(b)
 	case "routes":
 		_, err = DecodeRoutes(b)
+	case "report":
+		_, err = DecodeReport(b)
+	case "epoch":
+		_, err = DecodeEpoch(b)
 	default:
 		panic(kind)
 	}

@@ -377,20 +377,27 @@ func putIf[T record](ctx context.Context, r *Registry, key string, v T, expected
 	return resp.Header.Revision, nil
 }
 
-// RoutesUpdate is one change of the routing table, in revision order.
-type RoutesUpdate struct {
-	// Routes is the table as of Revision; Deleted reports that the key was
-	// deleted (Routes is then zero).
-	Routes   Routes
+// Update is one change of a one-key record (the routing table, the
+// assignment), in revision order.
+type Update[T record] struct {
+	// Value is the record as of Revision; Deleted reports that the key
+	// was deleted (Value is then zero).
+	Value    T
 	Revision int64
 	Deleted  bool
-	// Err, when set, is either a *DecodeError (a bad table at Revision,
-	// skipped; the watch goes on and the caller keeps the last good table)
+	// Err, when set, is either a *DecodeError (a bad record at Revision,
+	// skipped; the watch goes on and the caller keeps the last good one)
 	// or the error that ended the watch, the last update before the
 	// channel closes. ErrCompacted means the revision to resume from is
-	// gone: read Routes afresh and watch from its revision + 1.
+	// gone: read the record afresh and watch from its revision + 1.
 	Err error
 }
+
+// RoutesUpdate is one change of the routing table.
+type RoutesUpdate = Update[Routes]
+
+// AssignmentUpdate is one change of the assignment.
+type AssignmentUpdate = Update[Assignment]
 
 // ErrCompacted ends a watch whose start revision etcd has compacted away.
 var ErrCompacted = errors.New("registry: watch revision compacted")
@@ -404,10 +411,21 @@ var ErrCompacted = errors.New("registry: watch revision compacted")
 // and misses nothing. With from == 0 the first update is the table as it
 // is now (unless there is none), then every later change.
 func (r *Registry) WatchRoutes(ctx context.Context, from int64) <-chan RoutesUpdate {
-	out := make(chan RoutesUpdate, 16)
+	return watchKey[Routes](ctx, r, r.keys.Routes(), from)
+}
+
+// WatchAssignment delivers the assignment's changes as WatchRoutes does
+// the routing table's: schedulers follow it to load and unload models,
+// backends to change parts.
+func (r *Registry) WatchAssignment(ctx context.Context, from int64) <-chan AssignmentUpdate {
+	return watchKey[Assignment](ctx, r, r.keys.Assignment(), from)
+}
+
+func watchKey[T record](ctx context.Context, r *Registry, key string, from int64) <-chan Update[T] {
+	out := make(chan Update[T], 16)
 	go func() {
 		defer close(out)
-		send := func(u RoutesUpdate) bool {
+		send := func(u Update[T]) bool {
 			select {
 			case out <- u:
 				return true
@@ -415,20 +433,19 @@ func (r *Registry) WatchRoutes(ctx context.Context, from int64) <-chan RoutesUpd
 				return false
 			}
 		}
-		key := r.keys.Routes()
 		if from <= 0 {
 			resp, err := r.etcd.Get(ctx, key)
 			if err != nil {
 				if ctx.Err() == nil {
-					send(RoutesUpdate{Err: fmt.Errorf("registry: get %q: %w", key, err)})
+					send(Update[T]{Err: fmt.Errorf("registry: get %q: %w", key, err)})
 				}
 				return
 			}
 			from = resp.Header.Revision + 1
 			if len(resp.Kvs) > 0 {
 				kv := resp.Kvs[0]
-				u := RoutesUpdate{Revision: kv.ModRevision}
-				u.Routes, u.Err = decodeAt[Routes](key, kv.Value)
+				u := Update[T]{Revision: kv.ModRevision}
+				u.Value, u.Err = decodeAt[T](key, kv.Value)
 				if !send(u) {
 					return
 				}
@@ -439,12 +456,12 @@ func (r *Registry) WatchRoutes(ctx context.Context, from int64) <-chan RoutesUpd
 		last := from - 1
 		for wr := range r.etcd.Watch(wctx, key, clientv3.WithRev(from)) {
 			if wr.CompactRevision != 0 {
-				send(RoutesUpdate{Err: fmt.Errorf("%w: resume from %d, compacted through %d", ErrCompacted, from, wr.CompactRevision)})
+				send(Update[T]{Err: fmt.Errorf("%w: resume from %d, compacted through %d", ErrCompacted, from, wr.CompactRevision)})
 				return
 			}
 			if err := wr.Err(); err != nil {
 				if ctx.Err() == nil {
-					send(RoutesUpdate{Err: fmt.Errorf("registry: watch %q: %w", key, err)})
+					send(Update[T]{Err: fmt.Errorf("registry: watch %q: %w", key, err)})
 				}
 				return
 			}
@@ -454,11 +471,11 @@ func (r *Registry) WatchRoutes(ctx context.Context, from int64) <-chan RoutesUpd
 					continue // never twice, never backwards
 				}
 				last = rev
-				u := RoutesUpdate{Revision: rev}
+				u := Update[T]{Revision: rev}
 				if ev.Type == clientv3.EventTypeDelete {
 					u.Deleted = true
 				} else {
-					u.Routes, u.Err = decodeAt[Routes](key, ev.Kv.Value)
+					u.Value, u.Err = decodeAt[T](key, ev.Kv.Value)
 				}
 				if !send(u) {
 					return
@@ -466,10 +483,47 @@ func (r *Registry) WatchRoutes(ctx context.Context, from int64) <-chan RoutesUpd
 			}
 		}
 		if ctx.Err() == nil {
-			send(RoutesUpdate{Err: fmt.Errorf("registry: watch %q ended", key)})
+			send(Update[T]{Err: fmt.Errorf("registry: watch %q ended", key)})
 		}
 	}()
 	return out
+}
+
+// PutReport puts part's report under lease (the reporting scheduler's,
+// so that a dead scheduler's report goes with it).
+func (r *Registry) PutReport(ctx context.Context, rep Report, lease clientv3.LeaseID) error {
+	val, err := Encode(rep)
+	if err != nil {
+		return err
+	}
+	key := r.keys.Report(rep.Part)
+	if _, err := r.etcd.Put(ctx, key, string(val), clientv3.WithLease(lease)); err != nil {
+		return fmt.Errorf("registry: put %q: %w", key, err)
+	}
+	return nil
+}
+
+// Reports reads every part's report.
+func (r *Registry) Reports(ctx context.Context) ([]Entry[Report], int64, error) {
+	return List[Report](ctx, r, r.keys.Reports())
+}
+
+// Epoch reads the controller's last epoch record (zero and revision 0 if
+// none).
+func (r *Registry) Epoch(ctx context.Context) (Epoch, int64, error) {
+	return get[Epoch](ctx, r, r.keys.Epoch())
+}
+
+// PutEpoch writes the controller's last epoch record.
+func (r *Registry) PutEpoch(ctx context.Context, e Epoch) error {
+	val, err := Encode(e)
+	if err != nil {
+		return err
+	}
+	if _, err := r.etcd.Put(ctx, r.keys.Epoch(), string(val)); err != nil {
+		return fmt.Errorf("registry: put %q: %w", r.keys.Epoch(), err)
+	}
+	return nil
 }
 
 func decodeAt[T record](key string, b []byte) (T, error) {

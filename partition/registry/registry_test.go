@@ -227,7 +227,7 @@ func TestWatchRoutesOrderAndResume(t *testing.T) {
 	}
 	for i, want := range revs {
 		u := next(live)
-		if u.Err != nil || u.Revision != want || u.Routes.Epoch != uint64(i+1) {
+		if u.Err != nil || u.Revision != want || u.Value.Epoch != uint64(i+1) {
 			t.Fatalf("update %d: %+v, want revision %d epoch %d", i, u, want, i+1)
 		}
 	}
@@ -242,7 +242,7 @@ func TestWatchRoutesOrderAndResume(t *testing.T) {
 	// A watcher that saw revs[2] resumes at revs[2]+1 and misses nothing.
 	resumed := r.WatchRoutes(ctx, revs[2]+1)
 	for i := 3; i < 5; i++ {
-		if u := next(resumed); u.Revision != revs[i] || u.Routes.Epoch != uint64(i+1) {
+		if u := next(resumed); u.Revision != revs[i] || u.Value.Epoch != uint64(i+1) {
 			t.Fatalf("resumed update: %+v, want revision %d", u, revs[i])
 		}
 	}
@@ -271,7 +271,7 @@ func TestWatchRoutesStartsWithCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := <-r.WatchRoutes(ctx, 0)
-	if u.Err != nil || u.Revision != rev || u.Routes.Epoch != 9 {
+	if u.Err != nil || u.Revision != rev || u.Value.Epoch != 9 {
 		t.Fatalf("first update %+v, want the table at %d", u, rev)
 	}
 	if _, err := r.PutModel(ctx, registry.Model{Name: "m", SLO: time.Second}); err != nil {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -55,13 +56,9 @@ type modelCtl struct {
 	// bytes those that loaded it reported.
 	failed []string
 	memory uint64
-	// waiters are the frontends' Controls to answer when the op ends.
-	waiters []ctlWaiter
-}
-
-type ctlWaiter struct {
-	f   *frontendConn
-	seq uint64
+	// waiters are answered when the op ends: a frontend's Control, or a
+	// LoadModel or UnloadModel call; each gets "" or the op's error.
+	waiters []func(err string)
 }
 
 // initControl sets every model's first state: READY, or UNAVAILABLE for
@@ -88,6 +85,15 @@ func (s *Service) modelIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// ModelName is the name of the model with ID id ("" if none): the IDs are
+// the indexes of Config.Models, as in ModelStates and Welcome.
+func (s *Service) ModelName(id int) string {
+	if id < 0 || id >= len(s.cfg.Models) {
+		return ""
+	}
+	return s.cfg.Models[id].Name
 }
 
 // ModelStates returns every model's state, in model ID order.
@@ -149,15 +155,22 @@ func (s *Service) control(f *frontendConn, m *wire.Control) {
 		answer(fmt.Sprintf("unknown model %d", m.Model))
 		return
 	}
+	s.startOp(int(m.Model), m.Op, f.name, answer)
+}
+
+// startOp starts op on model i for by (a frontend's name, or "api"), and
+// has answer called once with "" or the op's error: at once if the model
+// is there already or busy the other way, else when the op ends. Called
+// with s.mu held.
+func (s *Service) startOp(i int, op wire.ControlOp, by string, answer func(err string)) {
 	if s.closed {
 		answer("scheduler shutting down")
 		return
 	}
-	i := int(m.Model)
 	c := &s.ctl[i]
 	name := s.cfg.Models[i].Name
 	want, busy := wire.ModelReady, wire.ModelUnloading
-	if m.Op == wire.OpUnload {
+	if op == wire.OpUnload {
 		want, busy = wire.ModelUnavailable, wire.ModelLoading
 	}
 	switch c.state {
@@ -165,15 +178,15 @@ func (s *Service) control(f *frontendConn, m *wire.Control) {
 		answer("") // already there: a no-op success
 		return
 	case busy:
-		answer(fmt.Sprintf("model %s is %s: %s it once that is done", name, c.state, m.Op))
+		answer(fmt.Sprintf("model %s is %s: %s it once that is done", name, c.state, op))
 		return
 	}
-	c.waiters = append(c.waiters, ctlWaiter{f: f, seq: m.Seq})
+	c.waiters = append(c.waiters, answer)
 	if c.state == wire.ModelLoading || c.state == wire.ModelUnloading {
 		return // the same op is under way: answered with it
 	}
-	s.log.Info().Str("model", name).Stringer("op", m.Op).Str("by", f.name).Msg("model control")
-	if m.Op == wire.OpLoad {
+	s.log.Info().Str("model", name).Stringer("op", op).Str("by", by).Msg("model control")
+	if op == wire.OpLoad {
 		c.state, c.reason, c.failed, c.memory = wire.ModelLoading, "", nil, 0
 		s.broadcast(i)
 		s.toBackends(i, wire.OpLoad)
@@ -185,6 +198,45 @@ func (s *Service) control(f *frontendConn, m *wire.Control) {
 	c.state, c.reason = wire.ModelUnloading, ""
 	s.broadcast(i)
 	s.maybeUnload(i)
+}
+
+// LoadModel loads the model called name on every backend of this
+// scheduler, as a frontend's load does, and returns once it is READY, or
+// with why not. It is how a part's scheduler gains a model while it runs
+// (the live epoch controller's moves, partition/live): the model's
+// requests are taken from the moment it is READY. Loading a READY model
+// succeeds at once.
+func (s *Service) LoadModel(ctx context.Context, name string) error {
+	return s.modelOp(ctx, name, wire.OpLoad)
+}
+
+// UnloadModel unloads the model called name without losing a request: new
+// requests for it end as "not loaded" at once, the ones it accepted run
+// to their end, then its backends let it go. It returns once it is
+// UNAVAILABLE. It is how a part's scheduler gives a model up once its
+// requests go to another part.
+func (s *Service) UnloadModel(ctx context.Context, name string) error {
+	return s.modelOp(ctx, name, wire.OpUnload)
+}
+
+func (s *Service) modelOp(ctx context.Context, name string, op wire.ControlOp) error {
+	i := s.modelIndex(name)
+	if i < 0 {
+		return fmt.Errorf("service: %s %q: no such model among the %d served", op, name, len(s.cfg.Models))
+	}
+	done := make(chan string, 1)
+	s.mu.Lock()
+	s.startOp(i, op, "api", func(err string) { done <- err })
+	s.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != "" {
+			return fmt.Errorf("service: %s %s: %s", op, name, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("service: %s %s: %w (the op goes on)", op, name, ctx.Err())
+	}
 }
 
 // maybeUnload tells the backends to unload an UNLOADING model once none
@@ -319,7 +371,7 @@ func (s *Service) opDone(i int) {
 	// the one that asked: a Load that returns finds the model READY.
 	s.broadcast(i)
 	for _, w := range c.waiters {
-		_ = w.f.conn.Send(&wire.ControlDone{Seq: w.seq, Error: answer})
+		w(answer)
 	}
 	c.waiters = nil
 }

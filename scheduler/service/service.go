@@ -303,6 +303,11 @@ type Stats struct {
 	Models []ModelStats
 	// GPUs are the GPUs of the backends connected now, in GPU order.
 	GPUs []GPUStats
+	// Busy is the GPU time every backend ever connected reported running
+	// batches: unlike GPUStats.Busy it survives backends leaving, so the
+	// difference of two snapshots is the part's busy time between them
+	// (the epoch controller's Part.Busy).
+	Busy time.Duration
 	// Advice is the §4.4 autoscaling rule applied to the last
 	// Config.AdviceWindow.
 	Advice Advice
@@ -358,7 +363,7 @@ func (s *Service) Snapshot() Stats {
 			tails[s.cfg.Models[i].Name] = t.Factor()
 		}
 	}
-	advice := s.advice
+	advice, busyTotal := s.advice, s.busyTotal
 	s.mu.Unlock()
 	busy, wall := s.sched.RankStats()
 	s.statsMu.Lock()
@@ -370,7 +375,7 @@ func (s *Service) Snapshot() Stats {
 		m.Dropped = maps.Clone(m.Dropped)
 		st.Models[i] = m
 	}
-	st.TailFactors, st.GPUs, st.Advice = tails, gpus, advice
+	st.TailFactors, st.GPUs, st.Advice, st.Busy = tails, gpus, advice, busyTotal
 	st.PlansInFlight, st.RankBusy, st.RankWall, st.WakeupLead = inFlight, busy, wall, s.sched.Lead()
 	st.Backends, st.OnlineGPUs, st.StalledGPUs = backends, online, stalled
 	st.SuppressedLogs = s.suppressed.Load()

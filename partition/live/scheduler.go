@@ -1,0 +1,239 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/partition/registry"
+	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/transport/wire"
+)
+
+// SchedulerConfig configures a part's scheduler in the live control plane.
+type SchedulerConfig struct {
+	Registry *registry.Registry
+	// Service is the running scheduler. It serves the whole model
+	// catalog; the models the assignment gives its part are loaded and
+	// the others unloaded (service.Config.Unloaded: start with every
+	// model unloaded, so that none is served before its part is decided).
+	Service *service.Service
+	// Part is the part it schedules; Name names the process within it.
+	Part int
+	Name string
+	// Address is where frontends and backends reach Service.
+	Address string
+	// ReportEvery is how often the active scheduler puts its Report
+	// (DefaultReportEvery if 0); the controller reads them at its epoch's
+	// half and end, so a report is at most this old then.
+	ReportEvery time.Duration
+	Log         zerolog.Logger
+}
+
+// DefaultReportEvery is SchedulerConfig.ReportEvery's default.
+const DefaultReportEvery = 250 * time.Millisecond
+
+// onlineSample is how often the agent samples the GPUs online, for the
+// report's Online time.
+const onlineSample = 50 * time.Millisecond
+
+// RunScheduler is a part's scheduler in the live control plane. It stands
+// for its part's election (registry.Campaign) and waits as a standby; once
+// elected, its address is the part's route (so frontends and backends
+// come to it), and until the leadership ends it
+//   - holds the models the assignment gives its part (Assignment.Holds):
+//     it loads those it lacks and unloads, without losing a request,
+//     those it no longer holds;
+//   - puts its part's Report every ReportEvery under its lease.
+//
+// It returns when ctx ends (after resigning, so a standby takes over at
+// once), or with an error when the leadership is lost: a deposed
+// scheduler must stop serving, so the process exits.
+func RunScheduler(ctx context.Context, cfg SchedulerConfig) error {
+	if cfg.Registry == nil || cfg.Service == nil {
+		return errors.New("live: scheduler: no registry or no service")
+	}
+	if cfg.ReportEvery <= 0 {
+		cfg.ReportEvery = DefaultReportEvery
+	}
+	log := cfg.Log.With().Str("component", "part-scheduler").Int("part", cfg.Part).Str("name", cfg.Name).Logger()
+	log.Info().Msg("standing for election")
+	lead, err := cfg.Registry.Campaign(ctx, registry.Scheduler{Name: cfg.Name, Part: cfg.Part, Address: cfg.Address})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("live: part %d: %w", cfg.Part, err)
+	}
+	log.Info().Int64("term", lead.Term()).Msg("elected: the part's active scheduler")
+	a := &schedulerAgent{cfg: cfg, log: log, lead: lead, start: time.Now(), busyOps: map[string]bool{}}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.followAssignment(actx) }()
+	go func() { defer wg.Done(); a.report(actx) }()
+	select {
+	case <-ctx.Done():
+		cancel()
+		wg.Wait()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer rcancel()
+		if err := lead.Resign(rctx); err != nil {
+			log.Warn().Err(err).Msg("resign")
+		}
+		return nil
+	case <-lead.Done():
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("live: part %d: leadership lost (term %d): stopping, a standby takes over", cfg.Part, lead.Term())
+	}
+}
+
+type schedulerAgent struct {
+	cfg   SchedulerConfig
+	log   zerolog.Logger
+	lead  *registry.Leadership
+	start time.Time
+
+	mu sync.Mutex
+	// busyOps are the models with a load or unload under way; want is
+	// the latest assignment's set for this part (nil: none yet).
+	busyOps map[string]bool
+	want    map[string]bool
+}
+
+// followAssignment applies every assignment to the service's models.
+func (a *schedulerAgent) followAssignment(ctx context.Context) {
+	for u := range a.cfg.Registry.WatchAssignment(ctx, 0) {
+		if u.Err != nil {
+			var de *registry.DecodeError
+			if errors.As(u.Err, &de) {
+				a.log.Error().Err(u.Err).Msg("bad assignment: keeping the last good one")
+				continue
+			}
+			a.log.Error().Err(u.Err).Msg("assignment watch ended")
+			return
+		}
+		if u.Deleted {
+			continue // the controller starts over: keep serving what is held
+		}
+		want := map[string]bool{}
+		for _, st := range a.cfg.Service.ModelStates() {
+			name := a.cfg.Service.ModelName(int(st.Model))
+			if u.Value.Holds(a.cfg.Part, name) {
+				want[name] = true
+			}
+		}
+		a.mu.Lock()
+		a.want = want
+		a.mu.Unlock()
+		a.reconcile(ctx)
+	}
+}
+
+// reconcile starts a load for each wanted model not READY and an unload
+// for each READY model not wanted, one op per model at a time; each op,
+// when it ends, reconciles again, so the last assignment wins.
+func (a *schedulerAgent) reconcile(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.want == nil || ctx.Err() != nil {
+		return
+	}
+	for _, st := range a.cfg.Service.ModelStates() {
+		name := a.cfg.Service.ModelName(int(st.Model))
+		if a.busyOps[name] {
+			continue
+		}
+		var op func(context.Context, string) error
+		switch {
+		case a.want[name] && st.State != wire.ModelReady:
+			op = a.cfg.Service.LoadModel
+		case !a.want[name] && st.State == wire.ModelReady:
+			op = a.cfg.Service.UnloadModel
+		default:
+			continue
+		}
+		a.busyOps[name] = true
+		go func() {
+			err := op(ctx, name)
+			if err != nil && ctx.Err() == nil {
+				a.log.Error().Err(err).Str("model", name).Msg("model op failed: retried on the next assignment or report")
+			}
+			a.mu.Lock()
+			delete(a.busyOps, name)
+			a.mu.Unlock()
+			if err == nil {
+				a.reconcile(ctx)
+			}
+		}()
+	}
+}
+
+// report puts the part's Report every ReportEvery, integrating the GPUs
+// online in between; it also retries the model ops that failed.
+func (a *schedulerAgent) report(ctx context.Context) {
+	tick := time.NewTicker(onlineSample)
+	defer tick.Stop()
+	var online time.Duration
+	last, lastPut := time.Now(), time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		st := a.cfg.Service.Snapshot()
+		online += time.Duration(st.OnlineGPUs) * now.Sub(last)
+		last = now
+		if now.Sub(lastPut) < a.cfg.ReportEvery {
+			continue
+		}
+		lastPut = now
+		rep := a.buildReport(&st, now, online)
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.ReportEvery)
+		if err := a.cfg.Registry.PutReport(pctx, rep, a.lead.Lease()); err != nil && ctx.Err() == nil {
+			a.log.Warn().Err(err).Msg("report not put")
+		}
+		cancel()
+		a.reconcile(ctx)
+	}
+}
+
+func (a *schedulerAgent) buildReport(st *service.Stats, now time.Time, online time.Duration) registry.Report {
+	rep := registry.Report{Part: a.cfg.Part, Scheduler: a.cfg.Name, Start: a.start.UnixNano(), At: now.UnixNano(),
+		Models: make(map[string]registry.Counts, len(st.Models)), Busy: st.Busy, Online: online}
+	for _, ms := range a.cfg.Service.ModelStates() {
+		if ms.State == wire.ModelReady {
+			rep.Ready = append(rep.Ready, a.cfg.Service.ModelName(int(ms.Model)))
+		}
+	}
+	for _, m := range st.Models {
+		// Every request ended badly counts, refusals included: a
+		// request refused as "not loaded" is one a move failed.
+		bad := m.Failed + m.DroppedLate
+		for _, n := range m.Dropped {
+			bad += n
+		}
+		if m.Tasks == 0 && bad == 0 {
+			continue
+		}
+		rep.Models[m.Name] = registry.Counts{Tasks: m.Tasks, Bad: bad}
+	}
+	seen := map[string]bool{}
+	for _, g := range st.GPUs {
+		if g.Online && !seen[g.Backend] {
+			seen[g.Backend] = true
+			rep.Backends = append(rep.Backends, g.Backend)
+		}
+	}
+	slices.Sort(rep.Backends)
+	return rep
+}
