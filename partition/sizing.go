@@ -91,7 +91,10 @@ type PartSize struct {
 // batches start every b/λ seconds on some GPU of the part waits at most b/λ,
 // so each model runs the largest b with b/λ + ℓ(b) ≤ SLO (for a model alone
 // on N staggered GPUs, b/λ = ℓ(b)/N and this is Eq. 2), and keeps
-// λ·ℓ(b)/b GPUs busy (Eq. 3). The part needs the sum, times 1+headroom.
+// λ·ℓ(b)/b GPUs busy (Eq. 3). A batch of one waits for no other request,
+// so b = 1 needs only ℓ(1) within the SLO: a model whose rate is below
+// 1/SLO still runs, one request a batch, instead of being taken for
+// unservable. The part needs the sum, times 1+headroom.
 func SizePart(models []serving.Demand, delays scheduler.Delays, headroom float64) (PartSize, error) {
 	if headroom < 0 || math.IsNaN(headroom) || math.IsInf(headroom, 0) {
 		return PartSize{}, fmt.Errorf("partition: headroom must be a non-negative number, have %v", headroom)
@@ -107,7 +110,7 @@ func SizePart(models []serving.Demand, delays scheduler.Delays, headroom float64
 		b := 0
 		for k := 1; k <= m.Profile.MaxBatch(); k++ {
 			wait := time.Duration(0)
-			if m.Rate > 0 {
+			if m.Rate > 0 && k > 1 {
 				wait = time.Duration(float64(k) / m.Rate * float64(time.Second))
 			}
 			if wait+m.Profile.Latency(k) > budget(m.SLO, delays.ForInput(m.InputBytes), k) {

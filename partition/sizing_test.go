@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -122,5 +123,17 @@ func TestSizePart(t *testing.T) {
 	}
 	if _, err := SizePart([]serving.Demand{r}, scheduler.Delays{}, -0.1); err == nil {
 		t.Error("negative headroom accepted")
+	}
+	// Below one request per SLO a request never waits for a batch-mate:
+	// it runs alone, λ·ℓ(1) of a GPU. With ResNet50's SLO of 25ms, 5 r/s
+	// is one request every 200ms: b = 1 needs ℓ(1) = 6.1ms in the budget
+	// and keeps 5 × 6.1ms = 3.1% of a GPU busy.
+	r.Rate = 5
+	rare, err := SizePart([]serving.Demand{r}, scheduler.Delays{}, 0)
+	if err != nil || rare.Batches[0] != 1 || rare.GPUs != 1 {
+		t.Fatalf("5 r/s: %+v, %v; want batches of one on one GPU", rare, err)
+	}
+	if want := 5 * r.Profile.Latency(1).Seconds(); math.Abs(rare.Need-want) > 1e-12 {
+		t.Errorf("5 r/s: need %v, want λ·ℓ(1) = %v", rare.Need, want)
 	}
 }

@@ -87,12 +87,7 @@ type epochEvent struct {
 }
 
 func newEpochJob(w *workload.Workload, e *symphonyEngine) (*epochJob, error) {
-	c := w.Epoch
-	ctl, err := epoch.New(epoch.Config{
-		Parts: c.Parts, Headroom: c.Headroom, MaxDisruption: c.MaxDisruption, RebalanceAbove: c.RebalanceAbove,
-		MaxRatePerPart: c.MaxRatePerPart, GPUMemory: c.GPUMemory, Engine: c.Engine, Seed: w.Seed,
-		ModelLoadTime: c.ModelLoadTime, Network: w.Network, Autoscale: epoch.DefaultAutoscale(c.Headroom),
-	})
+	ctl, err := epoch.New(w.EpochConfig())
 	if err != nil {
 		return nil, fmt.Errorf("sim: epoch: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/symphony-serving/symphony/partition/epoch"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
@@ -292,6 +293,21 @@ func (w *Workload) Scaled(k float64) *Workload {
 	}
 	c.Faults = slices.Clone(w.Faults)
 	return &c
+}
+
+// EpochConfig is the epoch controller core's configuration for w's epoch
+// section (nil Epoch: the zero Config): what the simulator's epoch job and
+// the live controller of `symphony-bench demo --controller` both run.
+func (w *Workload) EpochConfig() epoch.Config {
+	c := w.Epoch
+	if c == nil {
+		return epoch.Config{}
+	}
+	return epoch.Config{
+		Parts: c.Parts, Headroom: c.Headroom, MaxDisruption: c.MaxDisruption, RebalanceAbove: c.RebalanceAbove,
+		MaxRatePerPart: c.MaxRatePerPart, GPUMemory: c.GPUMemory, Engine: c.Engine, Seed: w.Seed,
+		ModelLoadTime: c.ModelLoadTime, Network: w.Network, Autoscale: epoch.DefaultAutoscale(c.Headroom),
+	}
 }
 
 // Validate checks the invariants Parse guarantees, for workloads built in

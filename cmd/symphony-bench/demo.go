@@ -183,6 +183,14 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	httpAddr := fs.String("http-addr", "", "also serve the KServe v2 HTTP gateway on `ADDR` (e.g. 127.0.0.1:8000)")
 	grpcAddr := fs.String("grpc-addr", "", "also serve the KServe v2 gRPC endpoint on `ADDR` (e.g. 127.0.0.1:8001)")
 	policy := fs.String("policy", "", "override the workload's policy: symphony, work-conserving or clockwork (the simulator's curve of --sweep runs it too)")
+	controller := fs.Bool("controller", false, "run the live control plane: a scheduler per part of the workload's epoch section, cluster.gpus one-GPU backends that start parked, and the epoch controller every epoch.interval, over an embedded etcd")
+	lv := liveFlags{
+		ttl:          fs.Duration("ttl", cluster.DefaultLiveTTL, "with --controller: the registry's lease TTL, how long a dead scheduler's part waits for its standby (whole seconds)"),
+		autoscale:    fs.Bool("autoscale", false, "with --controller: start and stop the backends as the parts want GPUs (a process actuator), up to cluster.gpus, instead of a fixed pool"),
+		boot:         fs.Duration("boot-delay", 2*time.Second, "with --autoscale: how long a started backend takes to come up, as a VM or pod would"),
+		warmPool:     fs.Int("warm-pool", 2, "with --autoscale: idle backends kept up beyond what the parts want"),
+		scaleInDelay: fs.Duration("scale-in-delay", 30*time.Second, "with --autoscale: how long the parts must want fewer GPUs before backends stop"),
+	}
 	dp := cli.AddDataPathFlags(fs)
 	tf := cli.AddTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -194,6 +202,26 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	w, err := lf.workload(fs)
 	if err != nil {
 		return err
+	}
+	if !*controller && *lv.autoscale {
+		return cli.UsageErr("--autoscale needs --controller: it sizes the pool the controller's parts draw on")
+	}
+	if *controller {
+		switch {
+		case w.Epoch == nil:
+			return cli.UsageErr("--controller needs a workload with an epoch section (interval, parts): the controller runs its epochs")
+		case lf.multipliers != nil || *lf.findGoodput:
+			return cli.UsageErr("--controller runs the workload once: --sweep and --find-goodput are for a fixed cluster")
+		case len(w.Faults) > 0:
+			return cli.UsageErr("--controller does not play fault scenarios yet")
+		case *httpAddr != "" || *grpcAddr != "":
+			return cli.UsageErr("--controller serves no gateway yet: drop --http-addr and --grpc-addr")
+		case *policy != "":
+			return cli.UsageErr("--controller runs the workload's policy: drop --policy")
+		}
+		ctx, stop := cli.SignalContext()
+		defer stop()
+		return runLiveDemo(ctx, w, lf, &lv, dp, tf, lf.processLog(stderr), stdout, stderr)
 	}
 	if *policy != "" {
 		if w.Policy, err = parsePolicyFlag(*policy, true); err != nil {

@@ -61,6 +61,11 @@ Usage:
                [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
       Compare the partitioning engines on random instances (Appendix A.2).
 
+  symphony-bench etcd [--listen ADDR] [--data-dir DIR]
+      A single-member etcd in this process, for trying the live control plane's
+      processes (symphony scheduler|backend|frontend|controller --etcd) on one
+      machine where no etcd is installed; not for production.
+
 Run 'symphony-bench COMMAND -h' for a command's flags. Workload files are
 described in docs/workload-format.md; examples live in testdata/workloads/
 and testdata/faults/.
@@ -90,6 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runProfile(args[1:], stdout, stderr)
 	case args[0] == "models":
 		err = runModels(args[1:], stdout, stderr)
+	case args[0] == "etcd":
+		err = runEtcd(args[1:], stdout, stderr)
 	case args[0] == "partition" && len(args) > 1 && args[1] == "experiment":
 		return cli.ExitStatus("symphony-bench", "partition experiment", runPartitionExperiment(args[2:], stdout, stderr), stderr)
 	default:

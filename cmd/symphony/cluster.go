@@ -48,16 +48,22 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 //
 // The text form is aligned tables: parts (from the assignment, the routes
 // and the schedulers' records) with their models and schedulers, moves
-// under way, backends, frontends, models, and undecodable values. --json
-// prints the same as one object, whose fields are stable:
+// under way, backends, frontends, models, the models kept in their old
+// parts while they move, where the assignment places each backend, the
+// parts' reports, the controller's last epoch, and undecodable values.
+// --json prints the same as one object, whose fields are stable:
 //
 //	endpoints    []string  the etcd endpoints asked
 //	prefix       string    the key prefix read
 //	revision     int64     the etcd revision everything was read at
 //	empty        bool      no key of the registry's layout under prefix
-//	assignment   {epoch, parts, mod_revision} or null: none written yet
+//	assignment   {epoch, parts, mod_revision, keep, backends} or null: none written yet
+//	             keep: {model: part} the models kept in the part they move out of until every
+//	             frontend follows their new route (make before break); backends: {backend: part},
+//	             part -1 being the free pool; both {} when empty
 //	routes       {epoch, mod_revision} or null: none written yet
-//	moving       bool      assignment and routes differ (epoch or a model's part): a move is under way
+//	moving       bool      assignment and routes differ (epoch or a model's part), or the assignment
+//	             keeps a model in its old part: a move is under way
 //	moves        [{model, from, to}]  models whose routed part (from) is not their assigned part (to); null: none there
 //	gpus         int       the backends' GPUs, summed
 //	parts        [{part, assigned, routed, route, schedulers}]
@@ -71,13 +77,18 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 //	             registered: a models/ record exists (else the model is only named by the assignment,
 //	             the routes or a backend, and its SLO and memory are 0); assigned_part and
 //	             routed_part are null where it has none; backends: those that have it loaded
+//	reports      [{part, scheduler, start_ns, at_ns, ready, models, busy_ns, online_ns, backends, utilization}]
+//	             each part's latest report (registry.Report), by its active scheduler: the models it
+//	             takes requests for (ready), each model's {tasks, bad} and the GPU time busy and online
+//	             since start_ns (the scheduler's start or takeover), the backends online with it;
+//	             utilization is busy/online (0 with none online)
+//	epoch        the controller's last epoch (registry.Epoch: epoch, at_ns, window_ns, engine,
+//	             deterministic, bad_rate, idle_fraction, gpus_before, gpus, need, part_gpus, moves,
+//	             skipped, rates {model: requests/s}) or null: none yet
 //	errors       [{key, error}]  values that did not decode
 //
 // Lists are sorted (parts by number, everything else by name) and are []
-// rather than null when empty. Rates and the last epoch's decision (the
-// sizes, moves and advice the controller decided, issue 18) are not in
-// the registry yet: that record comes with the controller, and this
-// command will print it then.
+// rather than null when empty, maps {} rather than null.
 func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -91,12 +102,7 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
-	var eps []string
-	for _, e := range strings.Split(*endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
+	eps := splitEndpoints(*endpoints)
 	if len(eps) == 0 {
 		return cli.UsageErr("--etcd ENDPOINTS is required")
 	}
@@ -171,13 +177,26 @@ type clusterStatus struct {
 	Backends   []registry.Backend  `json:"backends"`
 	Frontends  []registry.Frontend `json:"frontends"`
 	Models     []modelStatus       `json:"models"`
+	Reports    []reportStatus      `json:"reports"`
+	Epoch      *registry.Epoch     `json:"epoch"`
 	Errors     []keyError          `json:"errors"`
+
+	// now is when the status was read, for the text's ages.
+	now time.Time
 }
 
 type assignmentStatus struct {
-	Epoch       uint64 `json:"epoch"`
-	Parts       int    `json:"parts"`
-	ModRevision int64  `json:"mod_revision"`
+	Epoch       uint64         `json:"epoch"`
+	Parts       int            `json:"parts"`
+	ModRevision int64          `json:"mod_revision"`
+	Keep        map[string]int `json:"keep"`
+	Backends    map[string]int `json:"backends"`
+}
+
+// reportStatus is a part's report, with its GPUs' utilization.
+type reportStatus struct {
+	registry.Report
+	Utilization float64 `json:"utilization"`
 }
 
 type routesStatus struct {
@@ -228,7 +247,7 @@ func buildClusterStatus(keys registry.Keys, kvs []rawKV, revision int64) *cluste
 	st := &clusterStatus{
 		Prefix: keys.Prefix(), Revision: revision, Empty: true,
 		Parts: []partStatus{}, Backends: []registry.Backend{}, Frontends: []registry.Frontend{},
-		Models: []modelStatus{}, Errors: []keyError{},
+		Models: []modelStatus{}, Reports: []reportStatus{}, Errors: []keyError{}, now: time.Now(),
 	}
 	var (
 		schedulers []registry.Scheduler
@@ -305,7 +324,8 @@ func buildClusterStatus(keys registry.Keys, kvs []rawKV, revision int64) *cluste
 				continue
 			}
 			assignment = &a
-			st.Assignment = &assignmentStatus{Epoch: a.Epoch, Parts: a.Parts, ModRevision: kv.ModRevision}
+			st.Assignment = &assignmentStatus{Epoch: a.Epoch, Parts: a.Parts, ModRevision: kv.ModRevision,
+				Keep: orEmpty(a.Keep), Backends: orEmpty(a.Backends)}
 		case k == keys.Routes():
 			st.Empty = false
 			r, err := registry.DecodeRoutes(kv.Value)
@@ -315,6 +335,44 @@ func buildClusterStatus(keys registry.Keys, kvs []rawKV, revision int64) *cluste
 			}
 			routes = &r
 			st.Routes = &routesStatus{Epoch: r.Epoch, ModRevision: kv.ModRevision}
+		case strings.HasPrefix(k, keys.Reports()):
+			st.Empty = false
+			r, err := registry.DecodeReport(kv.Value)
+			if err == nil && keys.Report(r.Part) != k {
+				err = fmt.Errorf("registry: report of part %d under another key", r.Part)
+			}
+			if err != nil {
+				fail(k, err)
+				continue
+			}
+			rs := reportStatus{Report: r}
+			if r.Online > 0 {
+				rs.Utilization = float64(r.Busy) / float64(r.Online)
+			}
+			if rs.Ready == nil {
+				rs.Ready = []string{}
+			}
+			if rs.Backends == nil {
+				rs.Backends = []string{}
+			}
+			if rs.Models == nil {
+				rs.Models = map[string]registry.Counts{}
+			}
+			st.Reports = append(st.Reports, rs)
+		case k == keys.Epoch():
+			st.Empty = false
+			e, err := registry.DecodeEpoch(kv.Value)
+			if err != nil {
+				fail(k, err)
+				continue
+			}
+			if e.PartGPUs == nil {
+				e.PartGPUs = []int{}
+			}
+			if e.Rates == nil {
+				e.Rates = map[string]float64{}
+			}
+			st.Epoch = &e
 		}
 	}
 
@@ -381,6 +439,11 @@ func buildClusterStatus(keys registry.Keys, kvs []rawKV, revision int64) *cluste
 	}
 	slices.SortFunc(st.Backends, func(a, b registry.Backend) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(st.Frontends, func(a, b registry.Frontend) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(st.Reports, func(a, b reportStatus) int { return a.Part - b.Part })
+	for _, r := range st.Reports {
+		slices.Sort(r.Ready)
+		slices.Sort(r.Backends)
+	}
 
 	// Moves: where the routes do not yet carry out the assignment.
 	if assignment != nil && routes != nil {
@@ -389,12 +452,20 @@ func buildClusterStatus(keys registry.Keys, kvs []rawKV, revision int64) *cluste
 				st.Moves = append(st.Moves, moveStatus{Model: m.Name, From: m.RoutedPart, To: m.AssignedPart})
 			}
 		}
-		st.Moving = assignment.Epoch != routes.Epoch || len(st.Moves) > 0
+		st.Moving = assignment.Epoch != routes.Epoch || len(st.Moves) > 0 || len(assignment.Keep) > 0
 	}
 	if st.Moves == nil {
 		st.Moves = []moveStatus{}
 	}
 	return st
+}
+
+// orEmpty is m, or an empty map for nil.
+func orEmpty(m map[string]int) map[string]int {
+	if m == nil {
+		return map[string]int{}
+	}
+	return m
 }
 
 func samePart(a, b *int) bool {
@@ -410,7 +481,7 @@ func (st *clusterStatus) writeText(w io.Writer) error {
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
 	where := fmt.Sprintf("etcd %s, prefix %s, revision %d", strings.Join(st.Endpoints, ","), st.Prefix, st.Revision)
 	if st.Empty {
-		p("%s: the registry is empty (no scheduler, backend, frontend, model, assignment or routes); nothing has registered yet, or --prefix is not the cluster's\n", where)
+		p("%s: the registry is empty (no scheduler, backend, frontend, model, assignment, routes, report or epoch); nothing has registered yet, or --prefix is not the cluster's\n", where)
 		return tw.Flush()
 	}
 	p("%s\n\n", where)
@@ -428,6 +499,9 @@ func (st *clusterStatus) writeText(w io.Writer) error {
 		p("routes\tepoch %d (mod revision %d)\n", st.Routes.Epoch, st.Routes.ModRevision)
 	}
 	switch {
+	case st.Moving && st.Routes.Epoch == st.Assignment.Epoch && len(st.Moves) == 0:
+		p("state\tmoving: the routes carry out the assignment; the old parts keep %d model(s) until every frontend follows them\n",
+			len(st.Assignment.Keep))
 	case st.Moving:
 		p("state\tmoving: the routes (epoch %d) do not yet carry out the assignment (epoch %d); %d model(s) to move\n",
 			st.Routes.Epoch, st.Assignment.Epoch, len(st.Moves))
@@ -498,6 +572,14 @@ func (st *clusterStatus) writeText(w io.Writer) error {
 		p("\t%s\t%s\t%s\n", partOrDash(m.AssignedPart), partOrDash(m.RoutedPart), list(m.Backends))
 	}
 
+	if st.Assignment != nil {
+		st.writeAssignment(p)
+	}
+	st.writeReports(p)
+	if e := st.Epoch; e != nil {
+		st.writeEpoch(p, e)
+	}
+
 	if len(st.Errors) > 0 {
 		p("\nUNDECODABLE KEY\tERROR\n")
 		for _, e := range st.Errors {
@@ -505,6 +587,133 @@ func (st *clusterStatus) writeText(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// writeAssignment prints the assignment's Keep and Backends maps: the
+// models kept in the parts they move out of, and each backend's part.
+func (st *clusterStatus) writeAssignment(p func(string, ...any)) {
+	a := st.Assignment
+	if len(a.Keep) > 0 {
+		p("\nKEPT MODEL\tIN PART\tUNTIL\n")
+		for _, name := range slices.Sorted(maps.Keys(a.Keep)) {
+			p("%s\t%d\tevery frontend follows its route to part %s\n", name, a.Keep[name], st.assignedPart(name))
+		}
+	}
+	registered := map[string]bool{}
+	names := slices.Collect(maps.Keys(a.Backends))
+	for _, b := range st.Backends {
+		registered[b.Name] = true
+		if _, ok := a.Backends[b.Name]; !ok {
+			names = append(names, b.Name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	p("\nPLACED BACKEND\tPART\n")
+	for _, name := range names {
+		part, ok := a.Backends[name]
+		where := strconv.Itoa(part)
+		switch {
+		case !ok:
+			where = "(not placed yet)"
+		case part == registry.FreePool:
+			where = "free pool"
+		}
+		if !registered[name] {
+			where += " (not registered)"
+		}
+		p("%s\t%s\n", name, where)
+	}
+}
+
+// assignedPart is model's assigned part, or "-".
+func (st *clusterStatus) assignedPart(model string) string {
+	for _, m := range st.Models {
+		if m.Name == model {
+			return partOrDash(m.AssignedPart)
+		}
+	}
+	return "-"
+}
+
+// writeReports prints the parts' reports and their per-model counts.
+func (st *clusterStatus) writeReports(p func(string, ...any)) {
+	if len(st.Reports) == 0 {
+		return
+	}
+	p("\nREPORT\tSCHEDULER\tAGE\tCOUNTING FOR\tREADY\tGPU BUSY\tGPU ONLINE\tUTIL\tBACKENDS ONLINE\n")
+	for _, r := range st.Reports {
+		p("part %d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\n", r.Part, r.Scheduler, st.age(r.At), roundDur(time.Duration(r.At-r.Start)),
+			list(r.Ready), roundDur(r.Busy), roundDur(r.Online), 100*r.Utilization, list(r.Backends))
+	}
+	p("\nREPORTED MODEL\tPART\tTASKS\tBAD\n")
+	n := 0
+	for _, r := range st.Reports {
+		for _, name := range slices.Sorted(maps.Keys(r.Models)) {
+			c := r.Models[name]
+			p("%s\t%d\t%d\t%d\n", name, r.Part, c.Tasks, c.Bad)
+			n++
+		}
+	}
+	if n == 0 {
+		p("(none yet)\n")
+	}
+}
+
+// writeEpoch prints the controller's last epoch record.
+func (st *clusterStatus) writeEpoch(p func(string, ...any), e *registry.Epoch) {
+	window := "the first, on the declared rates"
+	if e.Window > 0 {
+		window = "after a " + roundDur(e.Window) + " window"
+	}
+	engine := ""
+	if e.Engine != "" { // none when the epoch kept the assignment
+		engine = "; engine " + e.Engine
+	}
+	p("\nlast epoch\t%d, decided %s (%s ago), %s%s\n", e.Epoch,
+		time.Unix(0, e.At).UTC().Format(time.RFC3339), st.age(e.At), window, engine)
+	p("epoch gpus\t%d before, %d after (need %.2f before headroom); by part %s\n", e.GPUsBefore, e.GPUs, e.Need, ints(e.PartGPUs))
+	p("epoch signals\tbad rate %.2f%%, idle %.1f%%; %d move(s)\n", 100*e.BadRate, 100*e.IdleFraction, e.Moves)
+	if e.Skipped != "" {
+		p("epoch skipped\t%s\n", e.Skipped)
+	}
+	rates := make([]string, 0, len(e.Rates))
+	for _, name := range slices.Sorted(maps.Keys(e.Rates)) {
+		rates = append(rates, fmt.Sprintf("%s %s/s", name, strconv.FormatFloat(e.Rates[name], 'f', -1, 64)))
+	}
+	if len(rates) == 0 {
+		rates = []string{"-"}
+	}
+	p("epoch rates\t%s\n", strings.Join(rates, ", "))
+}
+
+// age is how long before the status was read the Unix nanosecond at was.
+func (st *clusterStatus) age(at int64) string {
+	return roundDur(max(0, st.now.Sub(time.Unix(0, at))))
+}
+
+// roundDur writes d to a precision that suits its size.
+func roundDur(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func ints(v []int) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func partOrDash(p *int) string {

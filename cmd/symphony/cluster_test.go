@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,9 @@ import (
 
 // populateRegistry writes a small cluster through the registry's API: part
 // 0 with an active scheduler and a standby, part 1 with an active one, two
-// backends, a frontend, three models, and an assignment (epoch 3) that
-// moves model c to part 1 while the routes (epoch 2) still send it to 0.
+// backends, a frontend, three models, an assignment (epoch 3) that moves
+// model c to part 1, keeping it in part 0, while the routes (epoch 2)
+// still send it to 0, part 0's report and the controller's epoch record.
 func populateRegistry(t *testing.T, srv *etcdtest.Server, prefix string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -26,6 +28,7 @@ func populateRegistry(t *testing.T, srv *etcdtest.Server, prefix string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var active0 *registry.Registration[registry.Scheduler]
 	for _, s := range []registry.Scheduler{
 		{Name: "s0a", Part: 0, Role: registry.RoleActive, Address: "10.0.0.1:7000", Revision: 17},
 		{Name: "s0b", Part: 0, Role: registry.RoleStandby, Address: "10.0.0.2:7000"},
@@ -36,6 +39,9 @@ func populateRegistry(t *testing.T, srv *etcdtest.Server, prefix string) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = reg.Close(context.Background()) })
+		if active0 == nil {
+			active0 = reg
+		}
 	}
 	for _, b := range []registry.Backend{
 		{Name: "b0", GPUs: 4, Address: "10.0.1.1:7200", Models: []string{"a", "b", "c"}},
@@ -61,7 +67,8 @@ func populateRegistry(t *testing.T, srv *etcdtest.Server, prefix string) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.PutAssignment(ctx, registry.Assignment{Epoch: 3, Parts: 2, Models: map[string]int{"a": 0, "b": 1, "c": 1}}, 0); err != nil {
+	if _, err := r.PutAssignment(ctx, registry.Assignment{Epoch: 3, Parts: 2, Models: map[string]int{"a": 0, "b": 1, "c": 1},
+		Keep: map[string]int{"c": 0}, Backends: map[string]int{"b0": 0, "b1": 1, "gone": registry.FreePool}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.PutRoutes(ctx, registry.Routes{
@@ -69,6 +76,17 @@ func populateRegistry(t *testing.T, srv *etcdtest.Server, prefix string) {
 		Models:     map[string]int{"a": 0, "b": 1, "c": 0},
 		Schedulers: map[int]string{0: "10.0.0.1:7000", 1: "10.0.0.3:7000"},
 	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Minute)
+	if err := r.PutReport(ctx, registry.Report{Part: 0, Scheduler: "s0a", Start: start.UnixNano(), At: start.Add(50 * time.Second).UnixNano(),
+		Ready: []string{"c", "a"}, Models: map[string]registry.Counts{"a": {Tasks: 1200, Bad: 3}, "c": {Tasks: 40}},
+		Busy: 20 * time.Second, Online: 80 * time.Second, Backends: []string{"b0"}}, active0.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PutEpoch(ctx, registry.Epoch{Epoch: 3, At: start.Add(55 * time.Second).UnixNano(), Window: 30 * time.Second,
+		Engine: "heuristic", Deterministic: true, BadRate: 0.0025, IdleFraction: 0.25, GPUsBefore: 5, GPUs: 6, Need: 4.5,
+		PartGPUs: []int{4, 2}, Moves: 1, Rates: map[string]float64{"a": 20, "b": 7.5, "c": 1}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -129,6 +147,20 @@ func TestClusterStatusJSON(t *testing.T) {
 		*c.AssignedPart != 1 || *c.RoutedPart != 0 || strings.Join(c.Backends, ",") != "b0,b1" {
 		t.Errorf("model c: %+v", c)
 	}
+	if a := st.Assignment; a == nil || len(a.Keep) != 1 || a.Keep["c"] != 0 || len(a.Backends) != 3 || a.Backends["b1"] != 1 || a.Backends["gone"] != registry.FreePool {
+		t.Errorf("assignment's keep and backends: %+v", st.Assignment)
+	}
+	if len(st.Reports) != 1 {
+		t.Fatalf("reports %+v", st.Reports)
+	}
+	r := st.Reports[0]
+	if r.Part != 0 || r.Scheduler != "s0a" || strings.Join(r.Ready, ",") != "a,c" || r.Models["a"] != (registry.Counts{Tasks: 1200, Bad: 3}) ||
+		r.Busy != 20*time.Second || r.Online != 80*time.Second || r.Utilization != 0.25 || strings.Join(r.Backends, ",") != "b0" {
+		t.Errorf("report %+v", r)
+	}
+	if e := st.Epoch; e == nil || e.Epoch != 3 || e.Window != 30*time.Second || e.GPUs != 6 || len(e.PartGPUs) != 2 || e.Rates["b"] != 7.5 {
+		t.Errorf("epoch %+v", st.Epoch)
+	}
 	if len(st.Errors) != 1 || st.Errors[0].Key != registry.DefaultPrefix+"frontends/bad" || !strings.Contains(st.Errors[0].Error, "data_address") {
 		t.Errorf("errors %+v", st.Errors)
 	}
@@ -147,7 +179,7 @@ func TestClusterStatusText(t *testing.T) {
 		lines[strings.Join(strings.Fields(line), " ")] = true
 	}
 	for _, want := range []string{
-		"etcd " + srv.Endpoint + ", prefix /other/, revision 12",
+		"etcd " + srv.Endpoint + ", prefix /other/, revision 14",
 		"assignment epoch 3, 2 parts (mod revision 11)",
 		"routes epoch 2 (mod revision 12)",
 		"state moving: the routes (epoch 2) do not yet carry out the assignment (epoch 3); 1 model(s) to move",
@@ -162,9 +194,32 @@ func TestClusterStatusText(t *testing.T) {
 		"b1 2 10.0.1.2:7200 c",
 		"f0 10.0.2.1:7300",
 		"c 200ms 2.0 GiB 1.0 GiB 1 0 b0,b1",
+		"KEPT MODEL IN PART UNTIL",
+		"c 0 every frontend follows its route to part 1",
+		"PLACED BACKEND PART",
+		"b0 0",
+		"gone free pool (not registered)",
+		"REPORTED MODEL PART TASKS BAD",
+		"a 0 1200 3",
+		"epoch gpus 5 before, 6 after (need 4.50 before headroom); by part 4,2",
+		"epoch signals bad rate 0.25%, idle 25.0%; 1 move(s)",
+		"epoch rates a 20/s, b 7.5/s, c 1/s",
 	} {
 		if !lines[want] {
 			t.Errorf("no line %q", want)
+		}
+	}
+	// The report's and the epoch's lines hold their ages.
+	for _, re := range []string{
+		`^part 0 s0a \S+ 50s a,c 20s 1m20s 25\.0% b0$`,
+		`^last epoch 3, decided \S+Z \(\S+ ago\), after a 30s window; engine heuristic$`,
+	} {
+		found := false
+		for line := range lines {
+			found = found || regexp.MustCompile(re).MatchString(line)
+		}
+		if !found {
+			t.Errorf("no line matching %q in:\n%s", re, stdout)
 		}
 	}
 	// The tables are aligned: the standby sits under SCHEDULER.
@@ -229,5 +284,28 @@ func TestClusterStatusUsage(t *testing.T) {
 	code, _, stderr := runCLI(t, "cluster", "status", "-h")
 	if code != 0 || !strings.HasPrefix(stderr, "Usage:\n  symphony cluster status --etcd ENDPOINTS") {
 		t.Errorf("-h: exit %d:\n%s", code, stderr)
+	}
+}
+
+// Once the routes carry a move out, the status is still moving while the
+// assignment keeps the model in its old part, and says why.
+func TestClusterStatusKeptMove(t *testing.T) {
+	keys, err := registry.NewKeys(registry.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := registry.Encode(registry.Assignment{Epoch: 4, Parts: 2, Models: map[string]int{"a": 0, "c": 1}, Keep: map[string]int{"c": 0}})
+	r, _ := registry.Encode(registry.Routes{Epoch: 4, Models: map[string]int{"a": 0, "c": 1}, Schedulers: map[int]string{0: "h:1", 1: "h:2"}})
+	st := buildClusterStatus(keys, []rawKV{{Key: keys.Assignment(), Value: a, ModRevision: 5}, {Key: keys.Routes(), Value: r, ModRevision: 6}}, 6)
+	if !st.Moving || len(st.Moves) != 0 || st.Reports == nil || st.Epoch != nil || st.Assignment.Backends == nil {
+		t.Fatalf("moving %v, moves %+v, reports %v, epoch %v, assignment %+v", st.Moving, st.Moves, st.Reports, st.Epoch, st.Assignment)
+	}
+	var b strings.Builder
+	if err := st.writeText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "moving: the routes carry out the assignment; the old parts keep 1 model(s) until every frontend follows them") ||
+		strings.Contains(b.String(), "REPORT") || strings.Contains(b.String(), "last epoch") {
+		t.Errorf("text:\n%s", b.String())
 	}
 }

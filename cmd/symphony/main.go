@@ -1,6 +1,6 @@
 // Command symphony is Symphony's production binary: the processes of a
-// deployment (scheduler, backend, frontend) and the planning tools
-// (partition, provision). It links no package of the bench harness; the
+// deployment (scheduler, backend, frontend, and the live control plane's
+// controller) and the planning tools (partition, provision). It links no package of the bench harness; the
 // harness's commands (sim, demo, bench, partition experiment) are in
 // symphony-bench, which this binary runs for them, as git runs git-foo.
 package main
@@ -24,23 +24,35 @@ const usage = `symphony: a centralized, low-latency batch scheduler for DNN infe
 
 Usage:
   symphony scheduler [-f CONFIG] [--addr ADDR] [--drain D] [--metrics-addr ADDR]
-  symphony backend --scheduler ADDR [--gpus N] [--metrics-addr ADDR]
-  symphony frontend --scheduler ADDR [--http-addr ADDR] [--grpc-addr ADDR]
+            [--etcd ENDPOINTS --part N [--name NAME] [--advertise-addr HOST:PORT]]
+  symphony backend (--scheduler ADDR | --etcd ENDPOINTS [--name NAME]) [--gpus N] [--metrics-addr ADDR]
+  symphony frontend (--scheduler ADDR | --etcd ENDPOINTS [--name NAME]) [--http-addr ADDR] [--grpc-addr ADDR]
       The separate processes of a deployment (see README). Each also takes
       --config FILE, SYMPHONY_<FLAG> environment variables (precedence: flag >
       environment > file), --print-config, --version, --log-format console|json
       and --pprof-addr, and answers /livez and /readyz beside /metrics
       (docs/operations.md). --tls-ca/--tls-cert/--tls-key make every
       connection mutual TLS; without them, plaintext with a warning
-      (--insecure: without the warning).
+      (--insecure: without the warning). With --etcd (and --registry-prefix,
+      --registry-ttl) they join the live control plane: schedulers stand for
+      their part's election, backends start parked, frontends follow the
+      routing table, and the controller decides.
+  symphony controller --etcd ENDPOINTS --parts N (-f SERVING | --model-repo DIR)
+            [--rate MODEL=REQ/S ...] [--default-rate R] [--epoch D] [--headroom H]
+            [--engine heuristic|milp|random] [--max-disruption BYTES] [--switch-timeout D]
+      The live control plane's epoch controller: every epoch it measures the
+      parts through their schedulers' reports, re-partitions the models and
+      sizes the parts, and carries the decision out through etcd, make
+      before break. Each model needs a declared rate for the first epoch.
+      One per cluster (docs/operations.md, "The live control plane on etcd").
   symphony certs --out DIR [--hosts H1,H2] [--days N]
       Make a development CA, and a certificate and key it signed for each of
       the scheduler, backends and frontends, for --tls-ca/--tls-cert/--tls-key.
   symphony cluster status --etcd ENDPOINTS [--prefix P] [--json] [--timeout D]
       The live cluster's state from the registry in etcd, at one revision:
       parts with their models and schedulers (active/standby, term),
-      backends, frontends, models, and the assignment's and routes' epochs
-      with any move under way.
+      backends, frontends, models, the assignment's and routes' epochs with
+      any move under way, the parts' reports and the controller's last epoch.
   symphony version
       Print the version, commit and Go version of this binary.
   symphony partition -f MODELFILE [--json] [--engine heuristic|milp|random]
@@ -71,7 +83,16 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command args, stopping a long-running one on the
+// program's signals, and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runWith(args, stdout, stderr, processSignals)
+}
+
+// runWith is run with the stop signals of the long-running commands from
+// notify, so that a test can run several of them in its own process and
+// stop each by itself.
+func runWith(args []string, stdout, stderr io.Writer, notify stopSignals) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		if len(args) == 0 {
@@ -89,11 +110,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, daemon.ReadBuild())
 		return 0
 	case "scheduler":
-		err = runScheduler(args[1:], stdout, stderr)
+		err = runScheduler(args[1:], stdout, stderr, notify)
 	case "backend":
-		err = runBackend(args[1:], stdout, stderr)
+		err = runBackend(args[1:], stdout, stderr, notify)
 	case "frontend":
-		err = runFrontend(args[1:], stdout, stderr)
+		err = runFrontend(args[1:], stdout, stderr, notify)
+	case "controller":
+		err = runController(args[1:], stdout, stderr, notify)
 	case "certs":
 		err = runCerts(args[1:], stdout, stderr)
 	case "cluster":

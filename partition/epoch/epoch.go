@@ -191,6 +191,10 @@ type Record struct {
 	// AdviceGPUs is the advice's net GPUs summed over parts.
 	AdviceGPUs      int
 	CapacityLimited bool
+	// Want is the GPUs the parts wanted in all, before the cluster's
+	// capacity capped them (GPUs then falls short of it): what an
+	// autoscaler that can start GPUs sizes the cluster for.
+	Want int
 	// The re-partitioning: engine, imbalance, disruption, moves; Skipped
 	// says why it did not run or was not taken.
 	Engine                         string
@@ -404,6 +408,7 @@ func (c *Controller) Decide(ctx context.Context, in *Input) (*Decision, error) {
 		}
 		total += want[p]
 	}
+	rec.Want = total
 	if total > len(in.GPUs) {
 		rec.CapacityLimited = true
 		want = ShareCapacity(want, len(in.GPUs))
@@ -595,8 +600,24 @@ func LeastBusy(gpus []GPU, p, k int) []scheduler.GPUID {
 }
 
 // ShareCapacity scales the parts' wants down to the capacity in proportion,
-// by largest remainder, keeping one GPU per part.
+// by largest remainder, keeping one GPU per part while the capacity has
+// one for each.
 func ShareCapacity(want []int, capacity int) []int {
+	if capacity < len(want) {
+		// Not a GPU for every part: one each for the parts that want
+		// most, none for the rest (no GPU at all while the cluster's
+		// backends re-register, say).
+		out := make([]int, len(want))
+		order := make([]int, len(want))
+		for p := range order {
+			order[p] = p
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return want[b] - want[a] })
+		for _, p := range order[:max(0, capacity)] {
+			out[p] = 1
+		}
+		return out
+	}
 	total := 0
 	for _, w := range want {
 		total += w

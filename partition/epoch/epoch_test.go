@@ -332,6 +332,11 @@ func TestShareCapacity(t *testing.T) {
 		{[]int{10, 10}, 10, []int{5, 5}},
 		{[]int{30, 10, 1}, 20, []int{14, 5, 1}}, // by largest remainder
 		{[]int{1, 1, 100}, 10, []int{1, 1, 8}},
+		{[]int{3, 3, 4}, 3, []int{1, 1, 1}},
+		// Fewer GPUs than parts (a live cluster whose backends
+		// re-register): the parts that want most get one.
+		{[]int{3, 5, 4}, 2, []int{0, 1, 1}},
+		{[]int{3, 5, 4}, 0, []int{0, 0, 0}},
 	} {
 		got := ShareCapacity(c.want, c.capacity)
 		if !reflect.DeepEqual(got, c.got) {

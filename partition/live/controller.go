@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/partition/actuate"
 	"github.com/symphony-serving/symphony/partition/epoch"
 	"github.com/symphony-serving/symphony/partition/registry"
 	"github.com/symphony-serving/symphony/scheduler"
@@ -34,6 +36,11 @@ type ControllerConfig struct {
 	// Poll is how often a wait reads the reports and the frontends'
 	// records (DefaultPoll if 0).
 	Poll time.Duration
+	// Autoscaler, if set, starts and stops backends after each epoch so
+	// that the cluster has what the parts want (epoch.Record.Want), with
+	// its warm pool and scale-in delay (partition/actuate); nil leaves
+	// the cluster's size to the operator.
+	Autoscaler *actuate.Autoscaler
 	// OnEpoch, if set, sees each epoch once it is carried out, for reports
 	// and tests.
 	OnEpoch func(EpochResult)
@@ -59,7 +66,9 @@ type EpochResult struct {
 	Backends []string
 	// Moves are its model moves, switched or not.
 	Moves []MoveResult
-	// Took is the time from the decision to the end of its carrying out.
+	// At is when it was decided; Took the time from then to the end of
+	// its carrying out.
+	At   time.Time
 	Took time.Duration
 }
 
@@ -91,6 +100,8 @@ type Controller struct {
 	// assigned and serving are each model's parts after the last epoch
 	// (epoch.Unassigned before the first).
 	assigned, serving []int
+	// mu makes Step and Move take turns.
+	mu sync.Mutex
 }
 
 // NewController checks cfg and builds a controller.
@@ -138,24 +149,29 @@ func RunController(ctx context.Context, cfg ControllerConfig) error {
 	return c.Run(ctx)
 }
 
-// Run is RunController's loop.
+// Run is RunController's loop. An epoch that fails (etcd unreachable, a
+// write that lost a race) is logged and the next one starts from what the
+// registry then holds: the controller outlives etcd's hiccups as the
+// parts do.
 func (c *Controller) Run(ctx context.Context) error {
-	if err := c.waitCluster(ctx); err != nil {
+	if err := c.WaitCluster(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
-	for {
-		if err := c.Step(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+	for ctx.Err() == nil {
+		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error().Err(err).Uint64("epoch", c.n).Msg("epoch failed: the next one starts over from the registry")
+			sleepCtx(ctx, c.cfg.Poll*10)
 		}
 	}
+	return nil
 }
 
-// waitCluster waits until every part has an active scheduler and at
-// least one backend has registered.
-func (c *Controller) waitCluster(ctx context.Context) error {
+// WaitCluster waits until every part has an active scheduler and at
+// least one backend has registered: what the first epoch needs.
+func (c *Controller) WaitCluster(ctx context.Context) error {
 	logged := false
 	for {
 		routes, _, err := c.cfg.Registry.Routes(ctx)
@@ -182,6 +198,8 @@ func (c *Controller) waitCluster(ctx context.Context) error {
 // Step runs one epoch: the first at once, a later one after measuring for
 // the period.
 func (c *Controller) Step(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	in := &epoch.Input{Models: slices.Clone(c.cfg.Models)}
 	var window time.Duration
 	if c.n > 0 {
@@ -225,9 +243,14 @@ func (c *Controller) Step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := EpochResult{Epoch: c.n, Window: window, Decision: d, Backends: backends, Moves: moves, Took: time.Since(began)}
+	res := EpochResult{Epoch: c.n, Window: window, Decision: d, Backends: backends, Moves: moves, At: began, Took: time.Since(began)}
 	if err := c.record(ctx, &res); err != nil {
 		c.log.Warn().Err(err).Msg("epoch record not put")
+	}
+	if a := c.cfg.Autoscaler; a != nil {
+		if target, err := a.Apply(ctx, time.Now(), d.Record.Want); err != nil {
+			c.log.Warn().Err(err).Int("target", target).Msg("autoscaling")
+		}
 	}
 	if c.n == 1 {
 		// The first epoch measures from when the parts serve.
@@ -239,6 +262,39 @@ func (c *Controller) Step(ctx context.Context) error {
 		c.cfg.OnEpoch(res)
 	}
 	return nil
+}
+
+// Move moves model to part to now, make before break, as an epoch's
+// decision would, and keeps every part's GPUs: an operator's move (and a
+// test's). It waits for an epoch under way, and needs the first epoch to
+// have placed the models.
+func (c *Controller) Move(ctx context.Context, model string, to int) (MoveResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.index[model]
+	switch {
+	case !ok:
+		return MoveResult{}, fmt.Errorf("live: move: no model %q", model)
+	case c.n == 0:
+		return MoveResult{}, errors.New("live: move: no epoch has placed the models yet")
+	case to < 0 || to >= c.cfg.Epoch.Parts:
+		return MoveResult{}, fmt.Errorf("live: move: part %d is not in 0..%d", to, c.cfg.Epoch.Parts-1)
+	case c.assigned[i] == to:
+		return MoveResult{}, fmt.Errorf("live: move: %s is in part %d already", model, to)
+	}
+	backends, err := c.gpus(ctx, &epoch.Input{})
+	if err != nil {
+		return MoveResult{}, err
+	}
+	d := &epoch.Decision{Assignment: slices.Clone(c.assigned), Serving: slices.Clone(c.serving),
+		Leaving: make([]int, c.cfg.Epoch.Parts), Moves: []epoch.Move{{Model: i, From: c.assigned[i], To: to}}}
+	d.Assignment[i] = to
+	c.n++
+	moves, err := c.carryOut(ctx, d, backends)
+	if err != nil {
+		return MoveResult{}, err
+	}
+	return moves[0], moves[0].Err
 }
 
 // readReports reads every part's report, by part.
@@ -392,6 +448,13 @@ func (c *Controller) carryOut(ctx context.Context, d *epoch.Decision, backends [
 		want[mv.Model] = mv.To
 	}
 	began := time.Now()
+	// The GPUs joining a part come online first: a model's requests
+	// switch to a part with the GPUs it was sized for them.
+	joining := map[string]int{}
+	for _, j := range d.Join {
+		joining[backends[j.GPU]] = j.Part
+	}
+	c.waitJoined(ctx, joining)
 	ready := c.waitReady(ctx, want)
 	switched := map[string]int{}
 	for name, p := range want {
@@ -503,6 +566,35 @@ func (c *Controller) waitReady(ctx context.Context, want map[string]int) map[str
 		}
 	}
 	return out
+}
+
+// waitJoined waits until each backend in joining is online with its
+// part's scheduler, as the part's report says, or SwitchTimeout passes.
+func (c *Controller) waitJoined(ctx context.Context, joining map[string]int) {
+	if len(joining) == 0 {
+		return
+	}
+	deadline := time.Now().Add(c.cfg.SwitchTimeout)
+	var missing []string
+	for time.Now().Before(deadline) {
+		reps, err := c.readReports(ctx)
+		if err == nil {
+			missing = missing[:0]
+			for name, p := range joining {
+				if !slices.Contains(reps[p].Backends, name) {
+					missing = append(missing, name)
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+		}
+		if !sleepCtx(ctx, c.cfg.Poll) {
+			return
+		}
+	}
+	slices.Sort(missing)
+	c.log.Warn().Strs("backends", missing).Dur("waited", c.cfg.SwitchTimeout).Msg("backends not online in their new parts: switching routes anyway")
 }
 
 // switchRoutes sets the routes of the models in to, keeping the

@@ -10,15 +10,20 @@
 //   - RunController measures each epoch through the parts' reports,
 //     decides with the controller core the simulator drives
 //     (partition/epoch), and writes the assignment and the routing table.
-//   - RunScheduler stands a part's scheduler for the part's election;
-//     elected, it routes the part to itself, holds the models the
-//     assignment gives the part (loading and unloading them on its
-//     backends) and reports what it measured.
-//   - RunBackend registers a backend and registers its GPUs with its
-//     part's active scheduler, moving when the assignment moves it or a
-//     standby takes over, and parking in the free pool.
-//   - RunFrontend registers a frontend and has it follow the routing
-//     table, acknowledging each table once every request goes by it.
+//   - scheduler/service/schedagent stands a part's scheduler for the
+//     part's election; elected, it routes the part to itself, holds the
+//     models the assignment gives the part (loading and unloading them on
+//     its backends) and reports what it measured.
+//   - backend/backendagent registers a backend and registers its GPUs
+//     with its part's active scheduler, moving when the assignment moves
+//     it or a standby takes over, and parking in the free pool.
+//   - frontend/frontendagent registers a frontend and has it follow the
+//     routing table, acknowledging each table once every request goes by
+//     it.
+//
+// The agents live beside their components: the control plane's planning
+// (this package, the registry, the core) moves no bytes and knows no
+// running component; each component follows the registry itself.
 //
 // # A move, make before break
 //

@@ -498,6 +498,14 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
+// IsDecodeError reports whether err is (or wraps) a *DecodeError: a bad
+// value a watcher skips, keeping the last good one, rather than an error
+// that ends its watch.
+func IsDecodeError(err error) bool {
+	var de *DecodeError
+	return errors.As(err, &de)
+}
+
 // Encode validates v and writes it as compact JSON.
 func Encode[T record](v T) ([]byte, error) {
 	if err := v.Validate(); err != nil {

@@ -30,16 +30,21 @@ type Health struct {
 	// Ready fails when the process should get no new work: not yet joined
 	// to its cluster, or draining.
 	Ready Probe
+	// Status, if set, says what a ready process is doing, after /readyz's
+	// "ok: " (a scheduler of the live control plane: active or standby),
+	// for an operator who reads the probe; a status probe passes or fails
+	// on the code alone. It must answer at once.
+	Status func() string
 }
 
-// Register adds /livez and /readyz to mux: 200 "ok", or 503 with the
-// reason on one line.
+// Register adds /livez and /readyz to mux: 200 "ok" (with Status's line
+// on /readyz), or 503 with the reason on one line.
 func (h Health) Register(mux *http.ServeMux) {
-	mux.Handle("GET /livez", probeHandler(h.Live))
-	mux.Handle("GET /readyz", probeHandler(h.Ready))
+	mux.Handle("GET /livez", probeHandler(h.Live, nil))
+	mux.Handle("GET /readyz", probeHandler(h.Ready, h.Status))
 }
 
-func probeHandler(p Probe) http.Handler {
+func probeHandler(p Probe, status func() string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
@@ -47,6 +52,12 @@ func probeHandler(p Probe) http.Handler {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ok: %v\n", err)
 			return
+		}
+		if status != nil {
+			if s := status(); s != "" {
+				fmt.Fprintf(w, "ok: %s\n", s)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})

@@ -75,7 +75,8 @@ func (r *Resolved) File() string { return r.file }
 //
 // The file is YAML: a mapping of flag names to values, whose top-level
 // keys are the command's flags (fs.Name()), or a section named after a
-// command (scheduler:, backend:, frontend:) holding a mapping of its own.
+// command (scheduler:, backend:, frontend:, controller:) holding a mapping
+// of its own.
 // One file can thus configure every process of a deployment: each process
 // reads the top level and its own section (which wins over the top level),
 // and ignores the other sections. sections lists the section names every

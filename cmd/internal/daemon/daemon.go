@@ -1,12 +1,14 @@
 // Package daemon is what every long-running process of the symphony
-// binary (scheduler, backend, frontend) shares, so that an operator meets
-// the same options and endpoints on each:
+// binary (scheduler, backend, frontend, controller) shares, so that an
+// operator meets the same options and endpoints on each:
 //   - configuration by flag, by SYMPHONY_* environment variable and by a
 //     YAML config file, in that precedence, with --print-config showing the
 //     effective values and where each came from (Apply);
 //   - --version, from the build information go build records (ReadBuild);
 //   - --log-format console|json with full timestamps, and -v (NewLogger);
-//   - /livez and /readyz beside /metrics (Health, AdminMux), and
+//   - /livez and /readyz beside /metrics (Health, AdminMux), /readyz
+//     saying what a ready process is doing where it has more than one way
+//     to be ready (Health.Status), and
 //     /debug/pprof on a separate, loopback address (PprofMux).
 //
 // It holds no process's logic: each command passes its own probes and

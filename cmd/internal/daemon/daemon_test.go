@@ -255,6 +255,20 @@ func TestProbes(t *testing.T) {
 		t.Fatalf("%v %v", resp, err)
 	}
 	resp.Body.Close()
+	// A ready process's status follows the ok; /livez has none.
+	st := httptest.NewServer(AdminMux(Health{Status: func() string { return "standby for part 0" }}, nil))
+	defer st.Close()
+	for path, want := range map[string]string{"/readyz": "ok: standby for part 0\n", "/livez": "ok\n"} {
+		resp, err := http.Get(st.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Errorf("%s: %d %q; want 200 %q", path, resp.StatusCode, b, want)
+		}
+	}
 	if resp, _ := http.Get(ok.URL + "/metrics"); resp.StatusCode != 404 {
 		t.Errorf("/metrics without a handler: %d", resp.StatusCode)
 	}

@@ -1,4 +1,11 @@
-package live
+// Package schedagent is a part's scheduler in the live control plane
+// (partition/live): it stands the scheduler service for its part's
+// election in etcd, and once elected routes the part to it, holds the
+// models the controller's assignment gives the part, and reports what the
+// part measured. It lives beside the service, not in partition, because
+// the control plane's planning knows no running component: each component
+// follows the registry itself.
+package schedagent
 
 import (
 	"context"
@@ -15,8 +22,8 @@ import (
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
-// SchedulerConfig configures a part's scheduler in the live control plane.
-type SchedulerConfig struct {
+// Config configures a part's scheduler in the live control plane.
+type Config struct {
 	Registry *registry.Registry
 	// Service is the running scheduler. It serves the whole model
 	// catalog; the models the assignment gives its part are loaded and
@@ -35,48 +42,54 @@ type SchedulerConfig struct {
 	Log         zerolog.Logger
 }
 
-// DefaultReportEvery is SchedulerConfig.ReportEvery's default.
+// DefaultReportEvery is Config.ReportEvery's default.
 const DefaultReportEvery = 250 * time.Millisecond
 
 // onlineSample is how often the agent samples the GPUs online, for the
 // report's Online time.
 const onlineSample = 50 * time.Millisecond
 
-// RunScheduler is a part's scheduler in the live control plane. It stands
-// for its part's election (registry.Campaign) and waits as a standby; once
-// elected, its address is the part's route (so frontends and backends
-// come to it), and until the leadership ends it
-//   - holds the models the assignment gives its part (Assignment.Holds):
-//     it loads those it lacks and unloads, without losing a request,
-//     those it no longer holds;
-//   - puts its part's Report every ReportEvery under its lease.
-//
-// It returns when ctx ends (after resigning, so a standby takes over at
-// once), or with an error when the leadership is lost: a deposed
-// scheduler must stop serving, so the process exits.
-func RunScheduler(ctx context.Context, cfg SchedulerConfig) error {
+// Run is a part's scheduler in the live control plane. From the start it
+// holds the models the assignment gives its part (Assignment.Holds): it
+// loads those it lacks and unloads, without losing a request, those it no
+// longer holds. It stands for its part's election (registry.Campaign) and
+// waits as a standby, a hot one: on a takeover the part's models are READY
+// when the frontends switch to it. Once elected, its address is the
+// part's route, so frontends and backends come to it, and until the
+// leadership ends it puts its part's Report every ReportEvery under its
+// lease. It returns when ctx
+// ends (after resigning, so a standby takes over at once), or with an
+// error when the leadership is lost: a deposed scheduler must stop
+// serving, so the process exits.
+func Run(ctx context.Context, cfg Config) error {
 	if cfg.Registry == nil || cfg.Service == nil {
-		return errors.New("live: scheduler: no registry or no service")
+		return errors.New("schedagent: no registry or no service")
 	}
 	if cfg.ReportEvery <= 0 {
 		cfg.ReportEvery = DefaultReportEvery
 	}
 	log := cfg.Log.With().Str("component", "part-scheduler").Int("part", cfg.Part).Str("name", cfg.Name).Logger()
+	a := &schedulerAgent{cfg: cfg, log: log, busyOps: map[string]bool{}}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, deferred before it
+	// A standby holds its part's models too, a hot standby: its backends
+	// come only with the takeover, but frontends that switch to it find
+	// the models READY, not refused as unloaded.
+	wg.Add(1)
+	go func() { defer wg.Done(); a.followAssignment(actx) }()
 	log.Info().Msg("standing for election")
 	lead, err := cfg.Registry.Campaign(ctx, registry.Scheduler{Name: cfg.Name, Part: cfg.Part, Address: cfg.Address})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("live: part %d: %w", cfg.Part, err)
+		return fmt.Errorf("schedagent: part %d: %w", cfg.Part, err)
 	}
 	log.Info().Int64("term", lead.Term()).Msg("elected: the part's active scheduler")
-	a := &schedulerAgent{cfg: cfg, log: log, lead: lead, start: time.Now(), busyOps: map[string]bool{}}
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); a.followAssignment(actx) }()
+	a.lead, a.start = lead, time.Now()
+	wg.Add(1)
 	go func() { defer wg.Done(); a.report(actx) }()
 	select {
 	case <-ctx.Done():
@@ -91,12 +104,12 @@ func RunScheduler(ctx context.Context, cfg SchedulerConfig) error {
 	case <-lead.Done():
 		cancel()
 		wg.Wait()
-		return fmt.Errorf("live: part %d: leadership lost (term %d): stopping, a standby takes over", cfg.Part, lead.Term())
+		return fmt.Errorf("schedagent: part %d: leadership lost (term %d): stopping, a standby takes over", cfg.Part, lead.Term())
 	}
 }
 
 type schedulerAgent struct {
-	cfg   SchedulerConfig
+	cfg   Config
 	log   zerolog.Logger
 	lead  *registry.Leadership
 	start time.Time
@@ -112,8 +125,7 @@ type schedulerAgent struct {
 func (a *schedulerAgent) followAssignment(ctx context.Context) {
 	for u := range a.cfg.Registry.WatchAssignment(ctx, 0) {
 		if u.Err != nil {
-			var de *registry.DecodeError
-			if errors.As(u.Err, &de) {
+			if registry.IsDecodeError(u.Err) {
 				a.log.Error().Err(u.Err).Msg("bad assignment: keeping the last good one")
 				continue
 			}

@@ -1,4 +1,10 @@
-package live
+// Package backendagent is a backend in the live control plane
+// (partition/live): it registers the backend in etcd and keeps its GPUs
+// with its part's active scheduler, moving it when the controller's
+// assignment moves it or a standby takes the part over, and parking it in
+// the free pool. It lives beside the backend, not in partition, because
+// the control plane's planning knows no running component.
+package backendagent
 
 import (
 	"context"
@@ -10,10 +16,11 @@ import (
 
 	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/partition/registry"
+	"github.com/symphony-serving/symphony/transport"
 )
 
-// BackendConfig configures a backend in the live control plane.
-type BackendConfig struct {
+// Config configures a backend in the live control plane.
+type Config struct {
 	Registry *registry.Registry
 	// Agent is the backend; start it parked (backend.Config.Parked) so
 	// that it serves no part before the controller gives it one.
@@ -26,25 +33,17 @@ type BackendConfig struct {
 	Log     zerolog.Logger
 }
 
-// RunBackend registers the backend and keeps its GPUs with its part's
+// Run registers the backend and keeps its GPUs with its part's
 // active scheduler until ctx ends: the assignment says which part
 // (Assignment.Backends; the free pool parks it), the routing table which
-// scheduler leads that part. A move drains the plans the backend holds
+// scheduler leads that part; it registers again whenever etcd loses the
+// record. A move drains the plans the backend holds
 // first (backend.Agent.MoveTo), so no request fails on the way.
-func RunBackend(ctx context.Context, cfg BackendConfig) error {
+func Run(ctx context.Context, cfg Config) error {
 	if cfg.Registry == nil || cfg.Agent == nil {
-		return errors.New("live: backend: no registry or no agent")
+		return errors.New("backendagent: no registry or no agent")
 	}
 	log := cfg.Log.With().Str("component", "backend-agent").Str("name", cfg.Name).Logger()
-	reg, err := cfg.Registry.RegisterBackend(ctx, registry.Backend{Name: cfg.Name, GPUs: cfg.GPUs, Address: cfg.Address})
-	if err != nil {
-		return fmt.Errorf("live: backend %s: %w", cfg.Name, err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = reg.Close(cctx)
-	}()
 	// One mover at a time, always toward the latest target.
 	target := make(chan string, 1)
 	moverDone := make(chan struct{})
@@ -81,9 +80,32 @@ func RunBackend(ctx context.Context, cfg BackendConfig) error {
 		}
 		target <- addr
 	}
+	// A session ends when etcd is lost for a lease's TTL (the record is
+	// gone) or a watch fails; the backend serves on where it is, and
+	// registers and watches again.
+	transport.KeepDialing(ctx, transport.DefaultBackoff(), log, func(ctx context.Context) error {
+		return session(ctx, cfg, log, setTarget)
+	})
+	return nil
+}
 
-	assignments := cfg.Registry.WatchAssignment(ctx, 0)
-	routes := cfg.Registry.WatchRoutes(ctx, 0)
+// session registers the backend and follows the assignment and the
+// routing table until ctx ends (nil) or the registration or a watch
+// fails, handing each place the backend is to be to setTarget.
+func session(ctx context.Context, cfg Config, log zerolog.Logger, setTarget func(addr string)) error {
+	reg, err := cfg.Registry.RegisterBackend(ctx, registry.Backend{Name: cfg.Name, GPUs: cfg.GPUs, Address: cfg.Address})
+	if err != nil {
+		return fmt.Errorf("backendagent: %s: %w", cfg.Name, err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = reg.Close(cctx)
+	}()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	assignments := cfg.Registry.WatchAssignment(wctx, 0)
+	routes := cfg.Registry.WatchRoutes(wctx, 0)
 	part, havePart := 0, false
 	var table registry.Routes
 	for {
@@ -91,14 +113,14 @@ func RunBackend(ctx context.Context, cfg BackendConfig) error {
 		case <-ctx.Done():
 			return nil
 		case <-reg.Done():
-			return fmt.Errorf("live: backend %s: %w", cfg.Name, reg.Err())
+			return fmt.Errorf("backendagent: %s: %w", cfg.Name, reg.Err())
 		case u, ok := <-assignments:
 			if !ok {
-				return nil
+				return fmt.Errorf("backendagent: %s: the assignment watch ended", cfg.Name)
 			}
 			if u.Err != nil {
-				if !isDecodeError(u.Err) {
-					return fmt.Errorf("live: backend %s: %w", cfg.Name, u.Err)
+				if !registry.IsDecodeError(u.Err) {
+					return fmt.Errorf("backendagent: %s: %w", cfg.Name, u.Err)
 				}
 				log.Error().Err(u.Err).Msg("bad assignment: keeping the last good one")
 				continue
@@ -106,11 +128,11 @@ func RunBackend(ctx context.Context, cfg BackendConfig) error {
 			part, havePart = u.Value.Backends[cfg.Name]
 		case u, ok := <-routes:
 			if !ok {
-				return nil
+				return fmt.Errorf("backendagent: %s: the routes watch ended", cfg.Name)
 			}
 			if u.Err != nil {
-				if !isDecodeError(u.Err) {
-					return fmt.Errorf("live: backend %s: %w", cfg.Name, u.Err)
+				if !registry.IsDecodeError(u.Err) {
+					return fmt.Errorf("backendagent: %s: %w", cfg.Name, u.Err)
 				}
 				log.Error().Err(u.Err).Msg("bad routing table: keeping the last good one")
 				continue
@@ -128,9 +150,4 @@ func RunBackend(ctx context.Context, cfg BackendConfig) error {
 			} // else no active scheduler yet: wait for the takeover's route
 		}
 	}
-}
-
-func isDecodeError(err error) bool {
-	var de *registry.DecodeError
-	return errors.As(err, &de)
 }

@@ -1,4 +1,4 @@
-package live
+package cluster_test
 
 import (
 	"context"
@@ -14,12 +14,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/symphony-serving/symphony/backend"
+	"github.com/symphony-serving/symphony/backend/backendagent"
 	"github.com/symphony-serving/symphony/frontend"
+	"github.com/symphony-serving/symphony/frontend/frontendagent"
 	"github.com/symphony-serving/symphony/partition/epoch"
+	"github.com/symphony-serving/symphony/partition/live"
 	"github.com/symphony-serving/symphony/partition/registry"
 	"github.com/symphony-serving/symphony/partition/registry/etcdtest"
 	"github.com/symphony-serving/symphony/scheduler/profile"
 	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/scheduler/service/schedagent"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 	"github.com/symphony-serving/symphony/transport/inproc"
 	"github.com/symphony-serving/symphony/transport/wire"
@@ -50,7 +54,7 @@ type testScheduler struct {
 	done   chan error
 }
 
-func newTestCluster(t *testing.T, nModels int) *testCluster {
+func newLiveCluster(t *testing.T, nModels int) *testCluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	c := &testCluster{t: t, ctx: ctx, cancel: cancel, etcd: etcdtest.Start(t), net: inproc.New(), prefix: "/live-" + t.Name() + "/"}
@@ -107,7 +111,7 @@ func (c *testCluster) scheduler(part int, name string) *testScheduler {
 	ctx, cancel := context.WithCancel(c.ctx)
 	s := &testScheduler{svc: svc, client: cl, cancel: cancel, done: make(chan error, 1)}
 	c.run(func() {
-		s.done <- RunScheduler(ctx, SchedulerConfig{Registry: c.registry(cl), Service: svc, Part: part, Name: name,
+		s.done <- schedagent.Run(ctx, schedagent.Config{Registry: c.registry(cl), Service: svc, Part: part, Name: name,
 			Address: cfg.Addr, ReportEvery: 50 * time.Millisecond, Log: zerolog.Nop()})
 	})
 	return s
@@ -125,7 +129,7 @@ func (c *testCluster) backend(name string) *backend.Agent {
 	c.t.Cleanup(a.Close)
 	r := c.registry(c.etcd.Client(c.t))
 	c.run(func() {
-		if err := RunBackend(c.ctx, BackendConfig{Registry: r, Agent: a, Name: name, GPUs: 1, Log: zerolog.Nop()}); err != nil {
+		if err := backendagent.Run(c.ctx, backendagent.Config{Registry: r, Agent: a, Name: name, GPUs: 1, Log: zerolog.Nop()}); err != nil {
 			c.t.Errorf("backend %s: %v", name, err)
 		}
 	})
@@ -145,7 +149,7 @@ func (c *testCluster) frontend() *frontend.Client {
 	c.t.Cleanup(func() { _ = fe.Close() })
 	r := c.registry(c.etcd.Client(c.t))
 	c.run(func() {
-		if err := RunFrontend(c.ctx, FrontendConfig{Registry: r, Client: fe, Name: "fe", Log: zerolog.Nop()}); err != nil {
+		if err := frontendagent.Run(c.ctx, frontendagent.Config{Registry: r, Client: fe, Name: "fe", Log: zerolog.Nop()}); err != nil {
 			c.t.Errorf("frontend: %v", err)
 		}
 	})
@@ -155,15 +159,15 @@ func (c *testCluster) frontend() *frontend.Client {
 
 // controller builds a controller of parts over the cluster's models, each
 // declared at rate.
-func (c *testCluster) controller(parts int, rate float64) *Controller {
+func (c *testCluster) controller(parts int, rate float64, onEpoch func(live.EpochResult)) *live.Controller {
 	c.t.Helper()
-	cfg := ControllerConfig{Registry: c.reg, Period: time.Second, SwitchTimeout: 20 * time.Second, Log: zerolog.Nop()}
+	cfg := live.ControllerConfig{OnEpoch: onEpoch, Registry: c.reg, Period: time.Second, SwitchTimeout: 20 * time.Second, Log: zerolog.Nop()}
 	cfg.Epoch = epoch.Config{Parts: parts, Headroom: 0.2, MaxDisruption: -1, Engine: "heuristic",
 		Network: serving.DefaultLiveFloor(), Autoscale: epoch.DefaultAutoscale(0.2)}
 	for _, m := range c.models {
 		cfg.Models = append(cfg.Models, epoch.Model{Model: m, DeclaredRate: rate})
 	}
-	ctl, err := NewController(cfg)
+	ctl, err := live.NewController(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -223,8 +227,10 @@ func (l *load) end() (errs []error, drops int) {
 func (c *testCluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
 	for !cond() {
-		if !sleepCtx(c.ctx, 10*time.Millisecond) {
+		select {
+		case <-c.ctx.Done():
 			c.t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
@@ -250,18 +256,17 @@ func modelState(svc *service.Service, name string) wire.ModelState {
 // A model moves between parts under steady load: the new part loads it,
 // the frontend switches, the old part unloads it, and no request fails.
 func TestModelMoveUnderLoadFailsNoRequest(t *testing.T) {
-	c := newTestCluster(t, 4)
+	c := newLiveCluster(t, 4)
 	s0, s1 := c.scheduler(0, "a"), c.scheduler(1, "a")
 	for i := range 4 {
 		c.backend(fmt.Sprintf("gpu-%d", i))
 	}
 	fe := c.frontend()
-	ctl := c.controller(2, 50)
-	if err := ctl.waitCluster(c.ctx); err != nil {
+	var first live.EpochResult
+	ctl := c.controller(2, 50, func(r live.EpochResult) { first = r })
+	if err := ctl.WaitCluster(c.ctx); err != nil {
 		t.Fatal(err)
 	}
-	var first EpochResult
-	ctl.cfg.OnEpoch = func(r EpochResult) { first = r }
 	if err := ctl.Step(c.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -296,22 +301,9 @@ func TestModelMoveUnderLoadFailsNoRequest(t *testing.T) {
 	l := c.startLoad(200, names)
 	c.waitFor("load on the mover", func() bool { return modelTasks(src.svc, name) > 20 })
 
-	in := &epoch.Input{Models: slices.Clone(ctl.cfg.Models)}
-	backends, err := ctl.gpus(c.ctx, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &epoch.Decision{Assignment: slices.Clone(first.Decision.Assignment), Leaving: make([]int, 2)}
-	d.Assignment[mover] = to
-	d.Serving = slices.Clone(first.Decision.Assignment)
-	d.Moves = []epoch.Move{{Model: mover, From: from, To: to}}
-	ctl.n++
-	moves, err := ctl.carryOut(c.ctx, d, backends)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(moves) != 1 || !moves[0].Switched || moves[0].Err != nil {
-		t.Fatalf("move: %+v", moves)
+	mv, err := ctl.Move(c.ctx, name, to)
+	if err != nil || !mv.Switched {
+		t.Fatalf("move: %+v, %v", mv, err)
 	}
 	srcBefore := modelTasks(src.svc, name)
 	c.waitFor("the old part to unload the model", func() bool { return modelState(src.svc, name) == wire.ModelUnavailable })
@@ -341,7 +333,7 @@ func TestModelMoveUnderLoadFailsNoRequest(t *testing.T) {
 		t.Errorf("final assignment %+v, %v: want %s in part %d and nothing kept", a, err, name, to)
 	}
 	t.Logf("move of %s from part %d to %d: loaded in %v; %d requests, %d answered, %d dropped (%d under load)",
-		name, from, to, moves[0].Loaded, st.Submitted.Load(), st.Answered.Load(), st.Dropped.Load(), drops)
+		name, from, to, mv.Loaded, st.Submitted.Load(), st.Answered.Load(), st.Dropped.Load(), drops)
 }
 
 // The active scheduler of a part dies (its etcd client and its service
@@ -349,7 +341,7 @@ func TestModelMoveUnderLoadFailsNoRequest(t *testing.T) {
 // lease expires, routes the part to itself, the backends and the frontend
 // follow, and every request ends exactly once.
 func TestSchedulerFailoverStandbyTakesOver(t *testing.T) {
-	c := newTestCluster(t, 2)
+	c := newLiveCluster(t, 2)
 	active := c.scheduler(0, "a")
 	c.waitFor("the first scheduler elected", func() bool {
 		r, _, err := c.reg.Routes(c.ctx)
@@ -360,8 +352,8 @@ func TestSchedulerFailoverStandbyTakesOver(t *testing.T) {
 		c.backend(fmt.Sprintf("gpu-%d", i))
 	}
 	fe := c.frontend()
-	ctl := c.controller(1, 50)
-	if err := ctl.waitCluster(c.ctx); err != nil {
+	ctl := c.controller(1, 50, nil)
+	if err := ctl.WaitCluster(c.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := ctl.Step(c.ctx); err != nil {

@@ -1,4 +1,4 @@
-package backend
+package cluster_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/frontend"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/profile"
@@ -18,28 +19,56 @@ import (
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/inproc"
 	"github.com/symphony-serving/symphony/transport/rdma"
+	"github.com/symphony-serving/symphony/transport/wire"
 )
 
-// These tests run whole parts (a scheduler service and a frontend each)
-// over the in-process network, with SLOs far above the batch latencies
-// and a work-conserving policy: they check that moves lose nothing, not
-// the policy's timing, and must hold on a loaded 2-core machine under the
-// race detector.
+// The tests of backend.Agent's MoveTo and Park. They run whole parts (a
+// scheduler service and a frontend each) over the in-process network,
+// with SLOs far above the batch latencies and a work-conserving policy:
+// they check that moves lose nothing, not the policy's timing, and must
+// hold on a loaded 2-core machine under the race detector. (Drain of a
+// parked agent, which needs no frontend, is tested in package backend.)
 
 // moveWait bounds every wait in these tests: far above what any step
 // takes, so that it only ever ends a hung test.
 const moveWait = 60 * time.Second
 
-// part is one part of the serving system: a scheduler and one frontend
-// connected to it. Every part serves the same model, "m".
-type part struct {
+// moveNet is the in-process network, counting the backends' dials to
+// each scheduler address: a new scheduler session is a new dial.
+type moveNet struct {
+	*inproc.Network
+	mu    sync.Mutex
+	dials map[string]int
+}
+
+func newMoveNet() *moveNet { return &moveNet{Network: inproc.New(), dials: map[string]int{}} }
+
+func (n *moveNet) Dial(ctx context.Context, addr string, hello *wire.Hello, h transport.Handler) (transport.Conn, *wire.Welcome, error) {
+	if hello.Role == wire.RoleBackend {
+		n.mu.Lock()
+		n.dials[addr]++
+		n.mu.Unlock()
+	}
+	return n.Network.Dial(ctx, addr, hello, h)
+}
+
+// backendDials is how many times backends have dialed addr.
+func (n *moveNet) backendDials(addr string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.dials[addr]
+}
+
+// movePart is one part of the serving system: a scheduler and one
+// frontend connected to it. Every part serves the same model, "m".
+type movePart struct {
 	svc   *service.Service
 	front *frontend.Client
 }
 
-func (p part) addr() string { return p.svc.Addr() }
+func (p movePart) addr() string { return p.svc.Addr() }
 
-func startPart(t *testing.T, n *inproc.Network) part {
+func startMovePart(t *testing.T, n transport.Network) movePart {
 	t.Helper()
 	sc := service.Default()
 	sc.Network, sc.Policy = n, scheduler.PolicyWorkConserving
@@ -63,18 +92,18 @@ func startPart(t *testing.T, n *inproc.Network) part {
 	if err := f.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return part{svc: svc, front: f}
+	return movePart{svc: svc, front: f}
 }
 
 // startMovable starts an agent called name registered with the scheduler
 // at addr, or parked if addr is "", and waits for its registration.
-func startMovable(t *testing.T, n *inproc.Network, name, addr string, exec Executor) *Agent {
+func startMovable(t *testing.T, n transport.Network, name, addr string, exec backend.Executor) *backend.Agent {
 	t.Helper()
-	cfg := Default()
+	cfg := backend.Default()
 	cfg.Name, cfg.SchedulerAddr, cfg.Parked, cfg.Network = name, addr, addr == "", n
 	cfg.DataPath, cfg.Executor = rdma.Config{Mode: rdma.ModeTCP}, exec
 	cfg.Backoff = transport.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond, Factor: 2}
-	a, err := Start(cfg)
+	a, err := backend.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,20 +126,20 @@ func moveCtx(t *testing.T) context.Context {
 
 func moveInput(i int) []byte { return fmt.Appendf(nil, "move-request-%d", i) }
 
-// serve sends n requests to p and checks that each is answered with its
-// own result.
-func serve(t *testing.T, p part, n int) {
+// moveServe sends n requests to p and checks that each is answered with
+// its own result.
+func moveServe(t *testing.T, p movePart, n int) {
 	t.Helper()
 	calls := make([]*frontend.Call, n)
 	for i := range calls {
 		calls[i] = p.front.Go(moveCtx(t), "m", moveInput(i))
 	}
-	checkAnswered(t, calls)
+	checkMoveAnswered(t, calls)
 }
 
-// checkAnswered waits for calls[i] (made with moveInput(i)) and checks
-// each got its result.
-func checkAnswered(t *testing.T, calls []*frontend.Call) {
+// checkMoveAnswered waits for calls[i] (made with moveInput(i)) and
+// checks each got its result.
+func checkMoveAnswered(t *testing.T, calls []*frontend.Call) {
 	t.Helper()
 	for i, c := range calls {
 		select {
@@ -121,15 +150,15 @@ func checkAnswered(t *testing.T, calls []*frontend.Call) {
 		if c.Err != nil {
 			t.Fatalf("request %d: %v; want its result", i, c.Err)
 		}
-		if want := EmulatedOutput(0, moveInput(i)); !bytes.Equal(c.Output, want) {
+		if want := backend.EmulatedOutput(0, moveInput(i)); !bytes.Equal(c.Output, want) {
 			t.Fatalf("request %d: output %x, want %x", i, c.Output, want)
 		}
 	}
 }
 
-// eventually polls cond, for conditions no event announces (what a
+// moveEventually polls cond, for conditions no event announces (what a
 // scheduler counts), until it holds or moveWait passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+func moveEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -145,7 +174,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // gatedExec runs its first free batches at once and holds every later one
 // until open, announcing each one it holds.
 type gatedExec struct {
-	*Emulated
+	*backend.Emulated
 	free    int64
 	ran     atomic.Int64
 	started chan struct{}
@@ -154,7 +183,7 @@ type gatedExec struct {
 }
 
 func newGatedExec(free int64) *gatedExec {
-	return &gatedExec{Emulated: NewEmulated(), free: free, started: make(chan struct{}, 1), release: make(chan struct{})}
+	return &gatedExec{Emulated: backend.NewEmulated(), free: free, started: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
 func (g *gatedExec) open() { g.once.Do(func() { close(g.release) }) }
@@ -183,8 +212,8 @@ func (g *gatedExec) Execute(ctx context.Context, gpu int, model uint32, in [][]b
 // moved backend, B's only one.
 func TestMoveUnderLoadLosesNoRequest(t *testing.T) {
 	n := inproc.New()
-	a, b := startPart(t, n), startPart(t, n)
-	startMovable(t, n, "stay", a.addr(), NewEmulated())
+	a, b := startMovePart(t, n), startMovePart(t, n)
+	startMovable(t, n, "stay", a.addr(), backend.NewEmulated())
 	gate := newGatedExec(20)
 	t.Cleanup(gate.open)
 	mover := startMovable(t, n, "mover", a.addr(), gate)
@@ -214,7 +243,7 @@ func TestMoveUnderLoadLosesNoRequest(t *testing.T) {
 	moved := make(chan error, 1)
 	go func() { moved <- mover.MoveTo(moveCtx(t), b.addr()) }()
 	// The move must wait for the held batch, leaving meanwhile.
-	eventually(t, "the mover to start leaving", func() bool {
+	moveEventually(t, "the mover to start leaving", func() bool {
 		select {
 		case err := <-moved:
 			t.Fatalf("MoveTo returned (%v) while a batch of A's still ran", err)
@@ -243,19 +272,19 @@ func TestMoveUnderLoadLosesNoRequest(t *testing.T) {
 	}
 	close(stop)
 	calls := <-loaded
-	checkAnswered(t, calls)
+	checkMoveAnswered(t, calls)
 	t.Logf("%d requests on A; the mover ran %d plans of them", len(calls), mover.Stats().Plans.Load())
 	st := a.front.Stats()
 	if sub, ans, fail, drop := st.Submitted.Load(), st.Answered.Load(), st.Failed.Load(), st.Dropped.Load(); ans != sub || fail != 0 || drop != 0 {
 		t.Errorf("part A's frontend: %d submitted, %d answered, %d failed, %d dropped; want all answered", sub, ans, fail, drop)
 	}
-	eventually(t, "A to see the mover leave", func() bool { return a.svc.Snapshot().Backends == 1 })
+	moveEventually(t, "A to see the mover leave", func() bool { return a.svc.Snapshot().Backends == 1 })
 	if s := a.svc.Snapshot(); s.Failed != 0 {
 		t.Errorf("scheduler A failed %d requests", s.Failed)
 	}
 
 	plans := mover.Stats().Plans.Load()
-	serve(t, b, 50)
+	moveServe(t, b, 50)
 	if mover.Stats().Plans.Load() == plans {
 		t.Error("B's requests were answered, but not by the moved backend")
 	}
@@ -269,9 +298,9 @@ func TestMoveUnderLoadLosesNoRequest(t *testing.T) {
 // later MoveTo registers it again, with another part or the one it left.
 func TestParkThenMoveTo(t *testing.T) {
 	n := inproc.New()
-	a, b := startPart(t, n), startPart(t, n)
-	ag := startMovable(t, n, "b0", a.addr(), NewEmulated())
-	serve(t, a, 10)
+	a, b := startMovePart(t, n), startMovePart(t, n)
+	ag := startMovable(t, n, "b0", a.addr(), backend.NewEmulated())
+	moveServe(t, a, 10)
 	if err := ag.Park(moveCtx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -281,18 +310,18 @@ func TestParkThenMoveTo(t *testing.T) {
 	if got := ag.SchedulerAddr(); got != "" {
 		t.Errorf("parked, SchedulerAddr is %q; want none", got)
 	}
-	eventually(t, "A to see the parked backend leave", func() bool { return a.svc.Snapshot().Backends == 0 })
+	moveEventually(t, "A to see the parked backend leave", func() bool { return a.svc.Snapshot().Backends == 0 })
 	if err := ag.Park(moveCtx(t)); err != nil {
 		t.Errorf("parking a parked agent: %v", err)
 	}
-	for _, p := range []part{b, a} {
+	for _, p := range []movePart{b, a} {
 		if err := ag.MoveTo(moveCtx(t), p.addr()); err != nil {
 			t.Fatal(err)
 		}
 		if err := ag.Ready(); err != nil {
 			t.Errorf("moved to %s, Ready: %v", p.addr(), err)
 		}
-		serve(t, p, 10)
+		moveServe(t, p, 10)
 		if err := ag.Park(moveCtx(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -303,34 +332,29 @@ func TestParkThenMoveTo(t *testing.T) {
 }
 
 // Moving to the scheduler the agent is registered with changes nothing:
-// the same session goes on.
+// the same session goes on (the agent does not dial the scheduler again).
 func TestMoveToCurrentSchedulerIsNoOp(t *testing.T) {
-	n := inproc.New()
-	a := startPart(t, n)
-	ag := startMovable(t, n, "b0", a.addr(), NewEmulated())
-	ag.mu.Lock()
-	sess := ag.session
-	ag.mu.Unlock()
+	n := newMoveNet()
+	a := startMovePart(t, n)
+	ag := startMovable(t, n, "b0", a.addr(), backend.NewEmulated())
+	dials := n.backendDials(a.addr())
 	if err := ag.MoveTo(moveCtx(t), a.addr()); err != nil {
 		t.Fatal(err)
 	}
-	ag.mu.Lock()
-	same := ag.session == sess
-	ag.mu.Unlock()
-	if !same {
+	if got := n.backendDials(a.addr()); got != dials {
 		t.Error("moving to the current scheduler started a new session")
 	}
 	if err := ag.Ready(); err != nil {
 		t.Errorf("Ready: %v", err)
 	}
-	serve(t, a, 10)
+	moveServe(t, a, 10)
 }
 
 // An agent may start parked, with no scheduler address; it registers
 // nowhere until MoveTo. Without Parked an address is still required.
 func TestStartParked(t *testing.T) {
 	n := inproc.New()
-	cfg := Default()
+	cfg := backend.Default()
 	cfg.Network = n
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "no scheduler address") {
 		t.Errorf("no address, not parked: %v; want an error", err)
@@ -340,8 +364,8 @@ func TestStartParked(t *testing.T) {
 		t.Error("parked with an address: valid; want an error")
 	}
 
-	a := startPart(t, n)
-	ag := startMovable(t, n, "pooled", "", NewEmulated())
+	a := startMovePart(t, n)
+	ag := startMovable(t, n, "pooled", "", backend.NewEmulated())
 	if err := ag.Ready(); err == nil || !strings.Contains(err.Error(), "parked") {
 		t.Errorf("started parked, Ready says %v; want parked", err)
 	}
@@ -359,46 +383,15 @@ func TestStartParked(t *testing.T) {
 	if err := ag.WaitReady(moveCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	serve(t, a, 10)
-}
-
-// Drain of a parked agent has nothing to leave: it returns at once and
-// closes the agent, and moves fail from then on.
-func TestDrainWhileParked(t *testing.T) {
-	n := inproc.New()
-	a := startPart(t, n)
-	for _, startParked := range []bool{true, false} {
-		addr := a.addr()
-		if startParked {
-			addr = ""
-		}
-		ag := startMovable(t, n, "b0", addr, NewEmulated())
-		if !startParked {
-			if err := ag.Park(moveCtx(t)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := ag.Drain(moveCtx(t)); err != nil {
-			t.Fatalf("started parked %v: Drain: %v", startParked, err)
-		}
-		select {
-		case <-ag.done:
-		default:
-			t.Errorf("started parked %v: Drain returned before the agent closed", startParked)
-		}
-		err := ag.MoveTo(moveCtx(t), a.addr())
-		if err == nil || !strings.Contains(err.Error(), "closed") {
-			t.Errorf("started parked %v: MoveTo after Drain: %v; want the agent closed", startParked, err)
-		}
-	}
+	moveServe(t, a, 10)
 }
 
 // A move whose caller gives up goes on: the agent keeps trying to register
 // with a scheduler that is not there, and a later move still wins.
 func TestMoveGoesOnAfterItsContextEnds(t *testing.T) {
 	n := inproc.New()
-	a, b := startPart(t, n), startPart(t, n)
-	ag := startMovable(t, n, "b0", a.addr(), NewEmulated())
+	a, b := startMovePart(t, n), startMovePart(t, n)
+	ag := startMovable(t, n, "b0", a.addr(), backend.NewEmulated())
 	const nowhere = "inproc://nowhere"
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -412,16 +405,16 @@ func TestMoveGoesOnAfterItsContextEnds(t *testing.T) {
 	if got := ag.SchedulerAddr(); got != b.addr() {
 		t.Errorf("SchedulerAddr is %q; want B's %q", got, b.addr())
 	}
-	serve(t, b, 10)
-	eventually(t, "A to see the backend leave", func() bool { return a.svc.Snapshot().Backends == 0 })
+	moveServe(t, b, 10)
+	moveEventually(t, "A to see the backend leave", func() bool { return a.svc.Snapshot().Backends == 0 })
 }
 
 // Moves run one at a time: a MoveTo and a Park made at once both succeed,
 // in some order, and leave the agent in the state of the later one.
 func TestConcurrentMovesSerialize(t *testing.T) {
 	n := inproc.New()
-	a, b := startPart(t, n), startPart(t, n)
-	ag := startMovable(t, n, "b0", a.addr(), NewEmulated())
+	a, b := startMovePart(t, n), startMovePart(t, n)
+	ag := startMovable(t, n, "b0", a.addr(), backend.NewEmulated())
 	errs := make(chan error, 2)
 	go func() { errs <- ag.MoveTo(moveCtx(t), b.addr()) }()
 	go func() { errs <- ag.Park(moveCtx(t)) }()
@@ -439,7 +432,7 @@ func TestConcurrentMovesSerialize(t *testing.T) {
 		if ready != nil {
 			t.Errorf("moved to B last, Ready: %v", ready)
 		}
-		serve(t, b, 10)
+		moveServe(t, b, 10)
 	default:
 		t.Errorf("SchedulerAddr is %q; want B's or none", addr)
 	}
