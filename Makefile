@@ -95,10 +95,12 @@ deploy-check: $(K8S_SCHEMAS)/.done
 	GOBIN=$(DEPLOY_TOOLS) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	mkdir -p .cache/deploy
 	$(DEPLOY_TOOLS)/kustomize build deploy/k8s > .cache/deploy/symphony.yaml
+	$(DEPLOY_TOOLS)/kustomize build deploy/k8s/live > .cache/deploy/symphony-live.yaml
 	$(DEPLOY_TOOLS)/kubeconform -strict -summary -kubernetes-version $(K8S_VERSION) \
-	  -schema-location $(K8S_SCHEMA_DIR) .cache/deploy/symphony.yaml deploy/k8s/extras
+	  -schema-location $(K8S_SCHEMA_DIR) .cache/deploy/symphony.yaml .cache/deploy/symphony-live.yaml deploy/k8s/extras
 	$(GO) build -o .cache/deploy/symphony ./cmd/symphony
 	$(GO) run ./deploy/argscheck -symphony .cache/deploy/symphony .cache/deploy/symphony.yaml deploy/k8s/extras/*.yaml
+	$(GO) run ./deploy/argscheck -symphony .cache/deploy/symphony .cache/deploy/symphony-live.yaml
 $(K8S_SCHEMAS)/.done: deploy/k8sschema/main.go
 	rm -rf $(K8S_SCHEMAS)
 	json=$$(cd / && $(GO) mod download -json k8s.io/kubernetes@v$(K8S_VERSION)) || { echo "$$json" >&2; exit 1; }; \

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,36 +47,118 @@ type MemoryUsage struct {
 // batch of b takes the model's profiled latency ℓ(b), and each output is a
 // small deterministic digest of its input (8 bytes of FNV-1a, then the
 // model ID), so that callers can check they got their own result back.
+//
+// With a GPU memory capacity (NewEmulatedWithMemory), it also checks
+// loads against it as a real GPU would refuse them, from the models'
+// declared sizes (wire.ModelSpec's StaticMemory and DynamicMemory): every
+// model is loaded on every GPU, and a GPU holding a set of models needs
+// the sum of their static memory plus the largest of their dynamic memory,
+// the epoch job's Eq. 6. A model of unknown memory (0) is never refused.
 type Emulated struct {
 	mu     sync.RWMutex
 	models map[uint32]wire.ModelSpec
+	// capacity is each GPU's memory in bytes, 0 for no limit.
+	capacity int64
 }
 
-// NewEmulated returns an emulated executor.
-func NewEmulated() *Emulated { return &Emulated{models: map[uint32]wire.ModelSpec{}} }
+// NewEmulated returns an emulated executor with no memory limit.
+func NewEmulated() *Emulated { return NewEmulatedWithMemory(0) }
 
-// Load records the models' profiles.
+// NewEmulatedWithMemory returns an emulated executor whose GPUs have
+// capacity bytes of memory each (0 or less: no limit): Load and LoadModel
+// fail when the models loaded would not fit.
+func NewEmulatedWithMemory(capacity int64) *Emulated {
+	return &Emulated{models: map[uint32]wire.ModelSpec{}, capacity: max(capacity, 0)}
+}
+
+// Capacity is each GPU's memory in bytes, 0 for no limit.
+func (e *Emulated) Capacity() int64 { return e.capacity }
+
+// gpuMemory is what a GPU holding models needs: the sum of their static
+// memory and the largest of their dynamic memory (partition's Eq. 6).
+type gpuMemory struct{ static, dynamic int64 }
+
+func (g gpuMemory) total() int64 { return g.static + g.dynamic }
+
+// with is g once m is loaded too.
+func (g gpuMemory) with(m wire.ModelSpec) gpuMemory {
+	return gpuMemory{g.static + max(m.StaticMemory, 0), max(g.dynamic, m.DynamicMemory)}
+}
+
+// modelMemory is a model's declared memory, static and dynamic (the wire
+// refuses negative sizes; a caller's count as 0).
+func modelMemory(m wire.ModelSpec) int64 { return max(m.StaticMemory, 0) + max(m.DynamicMemory, 0) }
+
+// fit adds m to in use, or says why it does not fit in the capacity.
+// Called with e.mu held.
+func (e *Emulated) fit(inUse gpuMemory, m wire.ModelSpec) (gpuMemory, error) {
+	next := inUse.with(m)
+	if e.capacity <= 0 || modelMemory(m) == 0 || next.total() <= e.capacity {
+		return next, nil
+	}
+	over, capacity := formatBytes(next.total()), formatBytes(e.capacity)
+	if over == capacity { // a few bytes over: show them
+		over, capacity = fmt.Sprintf("%d bytes", next.total()), fmt.Sprintf("%d bytes", e.capacity)
+	}
+	return inUse, fmt.Errorf("emulated executor: model %q needs %s of GPU memory (static %s + dynamic %s), "+
+		"but %s is in use (static %s + largest dynamic %s): with it a GPU would hold %s, over its capacity of %s",
+		m.Name, formatBytes(modelMemory(m)), formatBytes(m.StaticMemory), formatBytes(m.DynamicMemory),
+		formatBytes(inUse.total()), formatBytes(inUse.static), formatBytes(inUse.dynamic), over, capacity)
+}
+
+// inUse is the memory of the models loaded. Called with e.mu held.
+func (e *Emulated) inUse() gpuMemory {
+	var g gpuMemory
+	for _, m := range e.models {
+		g = g.with(m)
+	}
+	return g
+}
+
+// Load records the models' profiles, replacing those loaded; it fails,
+// changing nothing, if the models do not fit in the capacity together.
 func (e *Emulated) Load(models []wire.ModelSpec) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.models = make(map[uint32]wire.ModelSpec, len(models))
+	set := make(map[uint32]wire.ModelSpec, len(models))
 	for _, m := range models {
-		e.models[m.ID] = m
+		set[m.ID] = m // of a repeated ID, the last stays
 	}
+	var g gpuMemory
+	counted := make(map[uint32]bool, len(set))
+	for _, m := range models {
+		if counted[m.ID] {
+			continue
+		}
+		counted[m.ID] = true
+		var err error
+		if g, err = e.fit(g, set[m.ID]); err != nil {
+			return err
+		}
+	}
+	e.models = set
 	return nil
 }
 
-// LoadModel records one model's profile. It takes no memory: the
-// emulated executor holds nothing per model but its profile.
+// LoadModel records one model's profile, and returns its declared memory
+// (static + dynamic, 0 where unknown): what it holds on each GPU. It fails
+// if the model does not fit in the capacity beside those loaded. A model
+// loaded already changes nothing.
 func (e *Emulated) LoadModel(m wire.ModelSpec) (MemoryUsage, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if old, ok := e.models[m.ID]; ok {
+		return MemoryUsage{Bytes: uint64(modelMemory(old))}, nil
+	}
+	if _, err := e.fit(e.inUse(), m); err != nil {
+		return MemoryUsage{}, err
+	}
 	e.models[m.ID] = m
-	return MemoryUsage{}, nil
+	return MemoryUsage{Bytes: uint64(modelMemory(m))}, nil
 }
 
-// UnloadModel forgets one model's profile; a batch of it already running
-// keeps the profile it read.
+// UnloadModel forgets one model's profile, which frees its memory; a
+// batch of it already running keeps the profile it read.
 func (e *Emulated) UnloadModel(id uint32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -113,4 +197,20 @@ func EmulatedOutput(model uint32, input []byte) []byte {
 	binary.LittleEndian.PutUint64(out, h.Sum64())
 	binary.LittleEndian.PutUint32(out[8:], model)
 	return out
+}
+
+// formatBytes renders bytes in the largest IEC unit that keeps one whole
+// unit (1.5GiB, 170MiB), as the serving configuration writes sizes.
+func formatBytes(b int64) string {
+	const units = "KMGTPE"
+	if b < 1024 {
+		return fmt.Sprintf("%dB", b)
+	}
+	i, shift := 0, 10
+	for i+1 < len(units) && b>>(shift+10) > 0 {
+		i, shift = i+1, shift+10
+	}
+	s := strconv.FormatFloat(float64(b)/float64(int64(1)<<shift), 'f', 2, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s + units[i:i+1] + "iB"
 }

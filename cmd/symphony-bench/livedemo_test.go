@@ -92,3 +92,40 @@ func TestDemoControllerFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// With --autoscale the pool starts at a backend per part plus the warm
+// pool, and the controller's autoscaler starts more as the parts want
+// them: by the end more than the first three have registered.
+func TestDemoControllerAutoscale(t *testing.T) {
+	code, out, stderr := runCLI(t, "demo", "-f", writeLiveWorkload(t), "--controller", "--autoscale",
+		"--boot-delay", "200ms", "--warm-pool", "1", "--scale-in-delay", "10s", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		demoReport
+		Epochs []struct {
+			GPUs int `json:"gpus"`
+		} `json:"epochs"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if r.Failed != 0 || !r.addUp() {
+		t.Errorf("ends %+v: want every request ended once, none failed", r.demoEnds)
+	}
+	if !strings.Contains(stderr, "an elastic pool of one-GPU backends, 3 up to 6") {
+		t.Errorf("stderr does not announce the elastic pool:\n%s", stderr)
+	}
+	// The first epoch had the 3 backends up; a later one more.
+	if len(r.Epochs) < 3 || r.Epochs[0].GPUs > 3 {
+		t.Fatalf("epochs %+v: want the first on at most 3 GPUs, and more epochs after it", r.Epochs)
+	}
+	grew := false
+	for _, e := range r.Epochs[1:] {
+		grew = grew || e.GPUs > r.Epochs[0].GPUs
+	}
+	if !grew {
+		t.Errorf("epochs %+v: the pool never grew past the first epoch's %d GPUs", r.Epochs, r.Epochs[0].GPUs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
 	"github.com/symphony-serving/symphony/cmd/internal/daemon"
 	"github.com/symphony-serving/symphony/partition"
+	"github.com/symphony-serving/symphony/partition/actuate"
 	"github.com/symphony-serving/symphony/partition/epoch"
 	lv "github.com/symphony-serving/symphony/partition/live"
 	"github.com/symphony-serving/symphony/partition/registry"
@@ -64,6 +68,15 @@ func runController(args []string, stdout, stderr io.Writer, notify stopSignals) 
 	fs.Var(&rates, "rate", "a model's declared rate, `MODEL=REQ/S`, which the first epoch places and sizes for before anything is measured (repeatable)")
 	defaultRate := fs.Float64("default-rate", 0, "the declared rate, requests/s, of every model --rate does not name (0: none; each model then needs a --rate)")
 	switchTimeout := fs.Duration("switch-timeout", lv.DefaultSwitchTimeout, "the longest a move waits for its new part to load the model, and for the frontends to follow the new routes")
+	var sf scaleFlags
+	fs.StringVar(&sf.statefulSet, "scale-statefulset", "", "autoscale: resize the backends' StatefulSet `NAME` through its scale subresource after each epoch, to what the parts want plus --warm-pool (in-cluster Kubernetes credentials; default: off)")
+	fs.StringVar(&sf.deployment, "scale-deployment", "", "autoscale as --scale-statefulset, the backends being the Deployment `NAME`")
+	fs.StringVar(&sf.namespace, "scale-namespace", "", "with --scale-*: the workload's namespace (default: the controller pod's own)")
+	fs.IntVar(&sf.warmPool, "warm-pool", 1, "with --scale-*: idle backends kept up beyond what the parts want, so that a part grows without waiting for a pod to start")
+	fs.DurationVar(&sf.scaleInDelay, "scale-in-delay", 5*time.Minute, "with --scale-*: how long the parts must want fewer GPUs before backends are removed")
+	fs.IntVar(&sf.minBackends, "min-backends", 0, "with --scale-*: the fewest backends (default: one per part)")
+	fs.IntVar(&sf.maxBackends, "max-backends", 0, "with --scale-*: the most backends, the cluster's spending cap (required with --scale-*)")
+	fs.IntVar(&sf.gpusPerBackend, "gpus-per-backend", 1, "with --scale-*: the GPUs each backend pod runs")
 	metricsAddr := fs.String("metrics-addr", "", "serve the probes /livez and /readyz, and the Go runtime's metrics at /metrics, on http://`ADDR` (default: off); the epochs themselves are in the log and in symphony cluster status")
 	common := daemon.AddFlags(fs, "log more")
 	if done, err := parseProcessFlags(fs, common, args, stdout); done || err != nil {
@@ -77,8 +90,17 @@ func runController(args []string, stdout, stderr io.Writer, notify stopSignals) 
 	if err != nil {
 		return err
 	}
+	policy, err := sf.policy(*parts)
+	if err != nil {
+		return err
+	}
 	log := common.Logger(stderr)
 	cfg.Log = log
+	if policy != nil {
+		if cfg.Autoscaler, err = sf.autoscaler(policy, log); err != nil {
+			return err
+		}
+	}
 
 	metricsLn, err := daemon.Listen("metrics-addr", *metricsAddr)
 	if err != nil {
@@ -231,6 +253,66 @@ func controllerConfig(f controllerFlags) (lv.ControllerConfig, error) {
 		return zero, cli.UsageErr("%v", err)
 	}
 	return cfg, nil
+}
+
+// scaleFlags are the controller's autoscaling flags: a Kubernetes
+// workload of backends it resizes (partition/actuate).
+type scaleFlags struct {
+	statefulSet, deployment, namespace string
+	warmPool, minBackends, maxBackends int
+	gpusPerBackend                     int
+	scaleInDelay                       time.Duration
+}
+
+// policy checks the flags and returns the autoscaling policy, nil when
+// no --scale-* flag asks for one.
+func (f *scaleFlags) policy(parts int) (*actuate.Policy, error) {
+	switch {
+	case f.statefulSet == "" && f.deployment == "":
+		return nil, nil
+	case f.statefulSet != "" && f.deployment != "":
+		return nil, cli.UsageErr("--scale-statefulset and --scale-deployment exclude each other: the backends are one workload")
+	case f.maxBackends < 1:
+		return nil, cli.UsageErr("--max-backends N is required with --scale-*: the most backends the controller may run, its spending cap")
+	}
+	min := f.minBackends
+	if min == 0 {
+		min = parts
+	}
+	p, err := actuate.NewPolicy(actuate.PolicyConfig{GPUsPerBackend: f.gpusPerBackend, WarmPool: f.warmPool,
+		ScaleInDelay: f.scaleInDelay, Min: min, Max: f.maxBackends})
+	if err != nil {
+		return nil, cli.UsageErr("%v", err)
+	}
+	return p, nil
+}
+
+// autoscaler builds the Kubernetes actuator over the in-cluster
+// credentials (the controller runs in a pod whose service account may get
+// and update the workload's scale subresource) and the autoscaler over it.
+func (f *scaleFlags) autoscaler(p *actuate.Policy, log zerolog.Logger) (*actuate.Autoscaler, error) {
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--scale-*: Kubernetes credentials: %w (the controller must run in a pod to scale a workload)", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("--scale-*: Kubernetes client: %w", err)
+	}
+	kc := actuate.KubernetesConfig{Apps: cs.AppsV1(), Namespace: f.namespace, Kind: actuate.StatefulSet, Name: f.statefulSet, Log: log}
+	if f.deployment != "" {
+		kc.Kind, kc.Name = actuate.Deployment, f.deployment
+	}
+	if kc.Namespace == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			kc.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	k, err := actuate.NewKubernetes(kc)
+	if err != nil {
+		return nil, err
+	}
+	return &actuate.Autoscaler{Policy: p, Actuator: k, Log: log}, nil
 }
 
 // putModels writes each model's record (its SLO and memory), so that

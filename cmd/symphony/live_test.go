@@ -54,11 +54,21 @@ func TestLiveFlagErrors(t *testing.T) {
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--engine", "best"}, "--engine \"best\""},
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--epoch", "0s"}, "--epoch"},
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--max-disruption", "12GB"}, "unknown unit"},
+		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--scale-statefulset", "gpus"}, "--max-backends N is required"},
+		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--scale-statefulset", "gpus", "--scale-deployment", "gpus"}, "exclude each other"},
+		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--scale-deployment", "gpus", "--max-backends", "4", "--warm-pool", "-1"}, "warm"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
 		}
+	}
+	// Outside a pod the Kubernetes actuator has no credentials: the
+	// controller says so rather than run without autoscaling.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if code, _, stderr := runCLI(t, "controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1",
+		"--scale-statefulset", "gpus", "--max-backends", "4"); code != 1 || !strings.Contains(stderr, "must run in a pod") {
+		t.Errorf("--scale-statefulset outside a pod: exit %d, stderr %q", code, stderr)
 	}
 	// The controller's flags read back from --print-config as given.
 	code, stdout, stderr := runCLI(t, "controller", "--etcd", "x:1", "-f", serving, "--parts", "2", "--rate", "a=10", "--rate", "b=2.5/s",

@@ -385,6 +385,8 @@ func runBackend(args []string, stdout, stderr io.Writer, notify stopSignals) err
 	ortLib := fs.String("onnxruntime-lib", "", "with --executor onnx: ONNX Runtime's libonnxruntime.so (default: $"+onnx.LibraryEnv+", else make onnxruntime's "+onnx.FetchedLibrary+")")
 	intraOp := fs.Int("intra-op-threads", 0, "with --executor onnx: threads per batch (0: ONNX Runtime's default)")
 	name := fs.String("name", "", "name in logs, and with --etcd in the registry and the assignment (default backend-PID; with --etcd backend-HOST-PID, unique and the same after a container restarts)")
+	gpuMemory := byteLimit(0)
+	fs.Var(&gpuMemory, "gpu-memory", "with --executor emulated: each GPU's memory in `BYTES` (such as 16GiB): a model load that the models' declared sizes (static + largest dynamic, as the controller's --gpu-memory packs them) would take past it fails (0: no limit)")
 	var execCPUs cpuList
 	fs.Var(&execCPUs, "executor-cpus", "give each GPU's batches a CPU of their own, as a list (1, or 2,3, or 4-7): GPU i's batches run on the i-th, and the backend's other threads stay off them (Linux; one per GPU; with --executor onnx, --intra-op-threads 1). Keep other processes off them too (taskset -c)")
 	dp := cli.AddDataPathFlags(fs)
@@ -427,9 +429,16 @@ func runBackend(args []string, stdout, stderr io.Writer, notify stopSignals) err
 	if len(execCPUs.cpus) > 0 && len(execCPUs.cpus) != *gpus {
 		return cli.UsageErr("--executor-cpus names %d CPUs for --gpus %d: give one per GPU", len(execCPUs.cpus), *gpus)
 	}
+	if gpuMemory < 0 {
+		return cli.UsageErr("--gpu-memory must not be negative")
+	}
 	switch *executor {
 	case "emulated":
+		bc.Executor = backend.NewEmulatedWithMemory(int64(gpuMemory))
 	case "onnx":
+		if gpuMemory != 0 {
+			return cli.UsageErr("--gpu-memory is the emulated executor's: ONNX Runtime's loads take what memory they need")
+		}
 		if *repo == "" {
 			return cli.UsageErr("--executor onnx needs --model-repo")
 		}

@@ -186,6 +186,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("service: model %q: no profile", m.Name)
 		case m.SLO <= 0:
 			return fmt.Errorf("service: model %q: SLO must be positive", m.Name)
+		case m.StaticMemory < 0 || m.DynamicMemory < 0:
+			// Peers refuse a Welcome with a negative size.
+			return fmt.Errorf("service: model %q: memory %d + %d bytes: negative", m.Name, m.StaticMemory, m.DynamicMemory)
 		}
 		// Peers refuse a Welcome whose tensors do not validate.
 		w := wire.Welcome{Models: []wire.ModelSpec{{SLO: m.SLO, Latency: []time.Duration{1}, Inputs: m.Inputs, Outputs: m.Outputs}}}
@@ -588,7 +591,10 @@ func Start(cfg Config) (*Service, error) {
 			ID: scheduler.ModelID(i), Name: m.Name, Profile: m.Profile, Policy: cfg.Policy,
 			Drop: cfg.Drop, Schedulable: cfg.Schedulable, Delays: d,
 		})
-		spec := wire.ModelSpec{ID: uint32(i), Name: m.Name, SLO: m.SLO, Inputs: m.Inputs, Outputs: m.Outputs}
+		// The declared memory (0: unknown), which an emulated backend
+		// with a GPU memory capacity checks its loads against.
+		spec := wire.ModelSpec{ID: uint32(i), Name: m.Name, SLO: m.SLO, Inputs: m.Inputs, Outputs: m.Outputs,
+			StaticMemory: m.StaticMemory, DynamicMemory: m.DynamicMemory}
 		for b := 1; b <= m.Profile.MaxBatch() && b <= wire.MaxBatch; b++ {
 			spec.Latency = append(spec.Latency, m.Profile.Latency(b))
 		}

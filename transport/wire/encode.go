@@ -39,7 +39,7 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 	_ = e.EncodeArrayLen(len(m.Models))
 	for i := range m.Models {
 		s := &m.Models[i]
-		_ = e.EncodeArrayLen(6)
+		_ = e.EncodeArrayLen(8)
 		_ = e.EncodeUint32(s.ID)
 		_ = e.EncodeString(s.Name)
 		_ = e.EncodeInt64(int64(s.SLO))
@@ -49,6 +49,8 @@ func (m *Welcome) encode(e *msgpack.Encoder) error {
 		}
 		encodeTensors(e, s.Inputs)
 		encodeTensors(e, s.Outputs)
+		_ = e.EncodeInt64(s.StaticMemory)
+		_ = e.EncodeInt64(s.DynamicMemory)
 	}
 	_ = e.EncodeArrayLen(len(m.Frontends))
 	for i := range m.Frontends {
@@ -85,12 +87,20 @@ func (m *Welcome) decode(d *decoder) {
 		for j := 0; j < l && d.err == nil; j++ {
 			s.Latency = append(s.Latency, time.Duration(d.i64("models[].latency[]")))
 		}
-		if sn < 6 {
-			continue // an older scheduler: no tensors
+		// An older scheduler sends no tensors (four fields), or no memory
+		// (six): those it lacks stay nil and 0 (unknown).
+		read := 4
+		if sn >= 6 {
+			s.Inputs = d.tensors("models[].inputs")
+			s.Outputs = d.tensors("models[].outputs")
+			read = 6
 		}
-		s.Inputs = d.tensors("models[].inputs")
-		s.Outputs = d.tensors("models[].outputs")
-		d.rest("models[]", sn, 6)
+		if sn >= 8 {
+			s.StaticMemory = d.i64("models[].static_memory")
+			s.DynamicMemory = d.i64("models[].dynamic_memory")
+			read = 8
+		}
+		d.rest("models[]", sn, read)
 	}
 	k = d.list("frontends")
 	m.Frontends = make([]FrontendUp, 0, capped(k))

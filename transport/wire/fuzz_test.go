@@ -14,6 +14,10 @@ func FuzzDecode(f *testing.F) {
 	for _, m := range samples() {
 		f.Add(byte(m.Kind()), wire.Marshal(m))
 	}
+	for _, fields := range []int{4, 6, 8, 9} { // ModelSpecs of every version
+		f.Add(byte(wire.KindWelcome), oldWelcome(fields, 1<<30, 1<<20))
+	}
+	f.Add(byte(wire.KindWelcome), oldWelcome(8, -1, 0))
 	f.Add(byte(0), []byte{})
 	f.Add(byte(wire.KindSubmit), []byte{0x91, 0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, kind byte, body []byte) {

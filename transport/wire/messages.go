@@ -218,6 +218,17 @@ type ModelSpec struct {
 	// bytes. They are optional trailing fields: a scheduler that predates
 	// them sends none, and a peer that predates them skips them.
 	Inputs, Outputs []tensor.Spec
+	// StaticMemory and DynamicMemory are the model's GPU memory in bytes,
+	// as the serving configuration declares it (serving.Model) and the
+	// epoch job's placement packs GPUs by (partition, Eq. 6): static is
+	// what the loaded model occupies on each GPU, dynamic the extra a
+	// running batch needs, so that a GPU holding a set of models needs the
+	// sum of their static memory plus the largest of their dynamic memory.
+	// Both 0 is unknown: an executor checks no load of it. They are optional
+	// trailing fields like Inputs and Outputs: a scheduler that predates
+	// them sends none (both read as 0), and a peer that predates them
+	// skips them. Neither may be negative.
+	StaticMemory, DynamicMemory int64
 }
 
 // Welcome accepts a dialer.
@@ -479,6 +490,12 @@ func (m *Welcome) Validate() error {
 			if l <= 0 {
 				return fmt.Errorf("models[%d].latency[%d]: %v not positive", i, j, l)
 			}
+		}
+		if s.StaticMemory < 0 {
+			return fmt.Errorf("models[%d].static_memory: %d bytes negative", i, s.StaticMemory)
+		}
+		if s.DynamicMemory < 0 {
+			return fmt.Errorf("models[%d].dynamic_memory: %d bytes negative", i, s.DynamicMemory)
 		}
 		if (s.Inputs == nil) != (s.Outputs == nil) {
 			return fmt.Errorf("models[%d]: %d input and %d output tensors: both or neither", i, len(s.Inputs), len(s.Outputs))

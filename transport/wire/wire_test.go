@@ -23,7 +23,7 @@ func samples() []wire.Message {
 		&wire.Hello{Version: wire.Version, Role: wire.RoleBackend, Name: "backend-1", DataAddr: "10.0.0.1:7000", GPUs: 8},
 		&wire.Welcome{Version: wire.Version, ID: 3,
 			Models: []wire.ModelSpec{{ID: 1, Name: "resnet50", SLO: 50 * time.Millisecond,
-				Latency: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}},
+				Latency: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}, StaticMemory: 98 << 20, DynamicMemory: 1 << 30},
 				{ID: 2, Name: "cnn", SLO: 20 * time.Millisecond, Latency: []time.Duration{time.Millisecond},
 					Inputs:  []tensor.Spec{{Name: "x", Datatype: "FP32", Shape: []int64{1, 8, 8}}, {Name: "k", Datatype: "INT64", Shape: []int64{}}},
 					Outputs: []tensor.Spec{{Name: "y", Datatype: "FP32", Shape: []int64{3}}}}},
@@ -201,6 +201,106 @@ func TestModelSpecFromOlderScheduler(t *testing.T) {
 	}
 	if s := m.(*wire.Welcome).Models[0]; s.ID != 7 || s.Inputs != nil || s.Outputs != nil {
 		t.Fatalf("older ModelSpec decoded as %+v", s)
+	}
+}
+
+// oldWelcome is a Welcome of one ModelSpec of fields fields (4: before
+// tensors; 6: before memory; 8: today's; any other count: fields of a
+// newer scheduler after those, nil), written by hand as a scheduler of
+// that version would.
+func oldWelcome(fields int, static, dynamic int64) []byte {
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	_ = e.EncodeArrayLen(6)
+	_ = e.EncodeUint32(wire.Version)
+	_ = e.EncodeUint32(3)
+	_ = e.EncodeArrayLen(1)
+	_ = e.EncodeArrayLen(fields)
+	_ = e.EncodeUint32(7)
+	_ = e.EncodeString("m")
+	_ = e.EncodeInt64(int64(time.Second))
+	_ = e.EncodeArrayLen(1)
+	_ = e.EncodeInt64(int64(time.Millisecond))
+	if fields >= 6 {
+		_ = e.EncodeArrayLen(1)
+		_ = e.EncodeArrayLen(3)
+		_ = e.EncodeString("x")
+		_ = e.EncodeString("FP32")
+		_ = e.EncodeArrayLen(1)
+		_ = e.EncodeInt64(2)
+		_ = e.EncodeArrayLen(1)
+		_ = e.EncodeArrayLen(3)
+		_ = e.EncodeString("y")
+		_ = e.EncodeString("FP32")
+		_ = e.EncodeArrayLen(0)
+	}
+	written := min(fields, 4)
+	if fields >= 6 {
+		written = 6
+	}
+	if fields >= 8 {
+		_ = e.EncodeInt64(static)
+		_ = e.EncodeInt64(dynamic)
+		written = 8
+	}
+	for i := written; i < fields; i++ {
+		_ = e.EncodeNil()
+	}
+	_ = e.EncodeArrayLen(0)
+	_ = e.EncodeUint32(0)
+	_ = e.EncodeArrayLen(0)
+	return buf.Bytes()
+}
+
+// A ModelSpec's memory is optional and trailing: from a scheduler that
+// predates it (six fields), or tensors too (four), it reads as 0,
+// unknown; a newer scheduler's further fields are skipped; what is sent
+// comes back.
+func TestModelSpecMemory(t *testing.T) {
+	for _, tc := range []struct {
+		fields           int
+		static, dynamic  int64
+		wantTensors      bool
+		wantStat, wantDy int64
+	}{
+		{4, 0, 0, false, 0, 0},
+		{5, 0, 0, false, 0, 0},
+		{6, 0, 0, true, 0, 0},
+		{7, 0, 0, true, 0, 0},
+		{8, 4 << 30, 2 << 30, true, 4 << 30, 2 << 30},
+		{8, 0, 0, true, 0, 0},
+		{10, 1, 0, true, 1, 0},
+	} {
+		m, err := wire.Decode(wire.KindWelcome, oldWelcome(tc.fields, tc.static, tc.dynamic))
+		if err != nil {
+			t.Errorf("%d fields: %v", tc.fields, err)
+			continue
+		}
+		s := m.(*wire.Welcome).Models[0]
+		if s.ID != 7 || (s.Inputs != nil) != tc.wantTensors || s.StaticMemory != tc.wantStat || s.DynamicMemory != tc.wantDy {
+			t.Errorf("%d fields decoded as %+v, want tensors %v, memory %d + %d", tc.fields, s, tc.wantTensors, tc.wantStat, tc.wantDy)
+		}
+	}
+	// The strict decoder refuses a negative size, naming the field.
+	for _, tc := range []struct {
+		static, dynamic int64
+		want            string
+	}{
+		{-1, 0, "invalid Welcome message: models[0].static_memory: -1 bytes negative"},
+		{0, -1 << 40, "invalid Welcome message: models[0].dynamic_memory: -1099511627776 bytes negative"},
+	} {
+		if _, err := wire.Decode(wire.KindWelcome, oldWelcome(8, tc.static, tc.dynamic)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("memory %d + %d: %v, want %q", tc.static, tc.dynamic, err, tc.want)
+		}
+		s := wire.ModelSpec{ID: 1, Name: "m", SLO: time.Second, Latency: []time.Duration{time.Millisecond}, StaticMemory: tc.static, DynamicMemory: tc.dynamic}
+		if _, err := wire.Decode(wire.KindWelcome, wire.Marshal(&wire.Welcome{Models: []wire.ModelSpec{s}})); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("marshalled memory %d + %d: %v, want %q", tc.static, tc.dynamic, err, tc.want)
+		}
+	}
+	// Not an integer.
+	body := bytes.Replace(oldWelcome(8, 5, 6), []byte{0xd3, 0, 0, 0, 0, 0, 0, 0, 5}, []byte{0xa1, 'x'}, 1)
+	if _, err := wire.Decode(wire.KindWelcome, body); err == nil || !strings.Contains(err.Error(), "models[].static_memory") {
+		t.Errorf("a string for static memory: %v", err)
 	}
 }
 
