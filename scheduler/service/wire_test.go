@@ -555,6 +555,11 @@ func TestOverrunsRaiseTheTailFactor(t *testing.T) {
 	f := startFake(t, func(c *Config) {
 		c.Models = []Model{{Name: "slow", Profile: slow, SLO: time.Second}}
 		c.Policy = scheduler.PolicyWorkConserving // a plan per task, at once
+		// The fake backend sends no heartbeats, and a loaded CI machine
+		// may hold the test between a plan and its report for longer
+		// than the default stall timeout (the SLO, 1s): a stalled GPU
+		// would take no plan, which is not what this test is about.
+		c.StallAfter = time.Minute
 	})
 	b := f.readyBackend(t, "b1", 1)
 	fe := f.frontend(t, "f1")
