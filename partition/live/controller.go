@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -94,7 +95,8 @@ type Controller struct {
 	core *epoch.Controller
 	// index maps a model's name to its index in cfg.Models.
 	index map[string]int
-	// base is the reports the epoch under way measures from, by part.
+	// base is the reports the epoch under way measures from, by part,
+	// read as its window began.
 	base map[int]registry.Report
 	n    uint64
 	// assigned and serving are each model's parts after the last epoch
@@ -203,7 +205,16 @@ func (c *Controller) Step(ctx context.Context) error {
 	in := &epoch.Input{Models: slices.Clone(c.cfg.Models)}
 	var window time.Duration
 	if c.n > 0 {
+		// The window starts now, whatever the last epoch's carrying
+		// out took: its halves must be equal, or the forecast's trend
+		// (second half against first) is off by the difference, low
+		// on a rising load.
 		start := time.Now()
+		base, err := c.readReports(ctx)
+		if err != nil {
+			return err
+		}
+		c.base = base
 		if !sleepCtx(ctx, c.cfg.Period/2) {
 			return ctx.Err()
 		}
@@ -221,7 +232,6 @@ func (c *Controller) Step(ctx context.Context) error {
 		window = time.Since(start)
 		in.Window = window
 		c.measure(in, mid, end)
-		c.base = end
 	}
 	backends, err := c.gpus(ctx, in)
 	if err != nil {
@@ -250,12 +260,6 @@ func (c *Controller) Step(ctx context.Context) error {
 	if a := c.cfg.Autoscaler; a != nil {
 		if target, err := a.Apply(ctx, time.Now(), d.Record.Want); err != nil {
 			c.log.Warn().Err(err).Int("target", target).Msg("autoscaling")
-		}
-	}
-	if c.n == 1 {
-		// The first epoch measures from when the parts serve.
-		if c.base, err = c.readReports(ctx); err != nil {
-			return err
 		}
 	}
 	if c.cfg.OnEpoch != nil {
@@ -314,7 +318,7 @@ func (c *Controller) readReports(ctx context.Context) (map[int]registry.Report, 
 // continues base's series, all of r if it began a new one (a restart or
 // a takeover).
 func since(r registry.Report, base registry.Report, ok bool) (map[string]registry.Counts, time.Duration, time.Duration) {
-	if !ok || base.Start != r.Start || base.Scheduler != r.Scheduler {
+	if !ok || !sameSeries(base, r) {
 		return r.Models, r.Busy, r.Online
 	}
 	out := make(map[string]registry.Counts, len(r.Models))
@@ -326,9 +330,14 @@ func since(r registry.Report, base registry.Report, ok bool) (map[string]registr
 }
 
 // measure fills the input's measurements from the reports at the epoch's
-// start (c.base), half and end.
+// start (c.base), half and end. Each part's arrivals in a half are scaled
+// to half of the input's window by the span its reports cover (they are
+// put every ReportEvery, so each is up to that old when read): the
+// forecast weighs the halves' difference by 2.5, and a half counted over a
+// longer span than the other would read as a trend.
 func (c *Controller) measure(in *epoch.Input, mid, end map[int]registry.Report) {
 	in.Parts = make([]epoch.Part, c.cfg.Epoch.Parts)
+	half := float64(in.Window) / 2
 	for p := range in.Parts {
 		r, ok := end[p]
 		if !ok {
@@ -338,8 +347,15 @@ func (c *Controller) measure(in *epoch.Input, mid, end map[int]registry.Report) 
 		whole, busy, online := since(r, b, bok)
 		in.Parts[p] = epoch.Part{Busy: busy, Online: online}
 		first := map[string]registry.Counts{}
-		if m, ok := mid[p]; ok {
+		m, mok := mid[p]
+		if mok {
 			first, _, _ = since(m, b, bok)
+		}
+		// The spans of the halves, when all three reports are one
+		// series and each half has a report of its own.
+		scale0, scale1 := 1.0, 1.0
+		if bok && mok && sameSeries(b, m) && sameSeries(m, r) && m.At > b.At && r.At > m.At && half > 0 {
+			scale0, scale1 = half/float64(m.At-b.At), half/float64(r.At-m.At)
 		}
 		for name, n := range whole {
 			i, ok := c.index[name]
@@ -348,14 +364,18 @@ func (c *Controller) measure(in *epoch.Input, mid, end map[int]registry.Report) 
 			}
 			md := &in.Models[i]
 			h := min(first[name].Tasks, n.Tasks)
-			md.Arrivals[0] += h
-			md.Arrivals[1] += n.Tasks - h
+			md.Arrivals[0] += uint64(math.Round(float64(h) * scale0))
+			md.Arrivals[1] += uint64(math.Round(float64(n.Tasks-h) * scale1))
 			bad := min(n.Bad, n.Tasks)
 			md.Bad += bad
 			md.Good += n.Tasks - bad
 		}
 	}
 }
+
+// sameSeries reports whether two reports count from the same start of the
+// same scheduler.
+func sameSeries(a, b registry.Report) bool { return a.Scheduler == b.Scheduler && a.Start == b.Start }
 
 // gpus lists the registered backends' GPUs as the core sees them, and the
 // backend each GPU ID stands for.

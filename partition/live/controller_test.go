@@ -71,3 +71,24 @@ func TestMeasureHalvesAndParts(t *testing.T) {
 		t.Errorf("parts %+v", in.Parts)
 	}
 }
+
+// Reports are up to ReportEvery old when read, so the halves they bound
+// may be of unequal spans: each half's arrivals are scaled to half of the
+// window, or a steady rate would read as a trend.
+func TestMeasureScalesHalvesToTheirSpans(t *testing.T) {
+	mk := func(at time.Duration, tasks uint64) registry.Report {
+		return registry.Report{Scheduler: "s", Start: 1, At: 1 + int64(at), Models: map[string]registry.Counts{"x": {Tasks: tasks}}}
+	}
+	m := epoch.Model{Model: serving.Model{Name: "x", Profile: profile.MustLinear(time.Millisecond, time.Millisecond, 4), SLO: 50 * time.Millisecond}}
+	c := &Controller{cfg: ControllerConfig{Epoch: epoch.Config{Parts: 1}, Models: []epoch.Model{m}}, index: map[string]int{"x": 0}}
+	// 10 req/s throughout: 60 in the first 6 s, 40 in the last 4 s.
+	c.base = map[int]registry.Report{0: mk(0, 100)}
+	in := &epoch.Input{Models: []epoch.Model{m}, Window: 10 * time.Second}
+	c.measure(in, map[int]registry.Report{0: mk(6*time.Second, 160)}, map[int]registry.Report{0: mk(10*time.Second, 200)})
+	if got := in.Models[0].Arrivals; got != [2]uint64{50, 50} {
+		t.Errorf("arrivals %v, want [50 50]: a steady rate's halves", got)
+	}
+	if f := epoch.Forecast(float64(in.Models[0].Arrivals[0])/5, float64(in.Models[0].Arrivals[1])/5); f != 10 {
+		t.Errorf("forecast %v req/s, want the steady 10", f)
+	}
+}
