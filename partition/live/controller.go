@@ -151,10 +151,11 @@ func RunController(ctx context.Context, cfg ControllerConfig) error {
 	return c.Run(ctx)
 }
 
-// Run is RunController's loop. An epoch that fails (etcd unreachable, a
-// write that lost a race) is logged and the next one starts from what the
-// registry then holds: the controller outlives etcd's hiccups as the
-// parts do.
+// Run is RunController's loop. An epoch that fails (etcd unreachable, say)
+// is logged and the next one starts from what the registry then holds:
+// the controller outlives etcd's hiccups as the parts do. A write of the
+// assignment that lost to another writer ends it with the conflict: only a
+// controller writes the assignment, so another one is running.
 func (c *Controller) Run(ctx context.Context) error {
 	if err := c.WaitCluster(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -163,7 +164,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	for ctx.Err() == nil {
-		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
+		err := c.Step(ctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, registry.ErrConflict):
+			// Only a controller writes the assignment: another one
+			// runs. Two would undo each other's decisions.
+			return fmt.Errorf("%w: is another controller running?", err)
+		default:
 			c.log.Error().Err(err).Uint64("epoch", c.n).Msg("epoch failed: the next one starts over from the registry")
 			sleepCtx(ctx, c.cfg.Poll*10)
 		}
