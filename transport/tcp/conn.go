@@ -176,7 +176,10 @@ func (c *conn) flush() {
 }
 
 // Close sends what is already queued (each write bounded by WriteTimeout),
-// then closes. Messages arriving meanwhile are dropped.
+// then closes. Messages arriving meanwhile are dropped, and so is the queue
+// of a connection accepted but not yet answered (its acceptor has not
+// returned): it was never established, and its peer expects a Welcome
+// first.
 func (c *conn) Close(reason error) {
 	if reason == nil {
 		reason = transport.ErrClosed
