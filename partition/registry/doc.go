@@ -1,6 +1,7 @@
 // Package registry is the live cluster's state in etcd: the processes
 // (schedulers, backends, frontends) registered under leases, the models,
-// the controller's part assignment and the routing table frontends follow.
+// the controller's part assignment and the routing table frontends follow,
+// the parts' reports and the controller's last epoch.
 //
 // # Key layout
 //
@@ -14,6 +15,8 @@
 //	P assignment                Assignment  one key, written with a revision check
 //	P routes                    Routes      one key, written with a revision check
 //	P elections/<part>/<lease>  Scheduler   leased: a candidate for the part's election
+//	P reports/<part>            Report      leased by the part's active scheduler
+//	P epoch                     Epoch       the controller's last decision
 //
 // Values are compact JSON (readable with etcdctl), read by a strict
 // decoder (Decode): one object, only the record's fields spelled exactly,
