@@ -67,6 +67,19 @@ func (f *etcdFlags) validate() error {
 	return nil
 }
 
+// connectIfOn is connect when --etcd was given; without it the registry
+// is nil. The caller defers closeEtcd either way.
+func (f *etcdFlags) connectIfOn(ctx context.Context) (reg *registry.Registry, closeEtcd func(), err error) {
+	if !f.on() {
+		return nil, func() {}, nil
+	}
+	c, reg, err := f.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg, func() { _ = c.Close() }, nil
+}
+
 // connect dials etcd and checks that it answers, within
 // etcdConnectTimeout, and returns the client (the caller closes it) and
 // the registry over it.

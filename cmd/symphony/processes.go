@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/symphony-serving/symphony/backend"
 	"github.com/symphony-serving/symphony/backend/backendagent"
@@ -222,16 +221,11 @@ func runScheduler(args []string, stdout, stderr io.Writer, notify stopSignals) e
 		return err
 	}
 	defer daemon.Shutdown(pprofSrv, time.Second)
-	var (
-		etcd *clientv3.Client
-		reg  *registry.Registry
-	)
-	if ef.on() {
-		if etcd, reg, err = ef.connect(context.Background()); err != nil {
-			return err
-		}
-		defer etcd.Close()
+	reg, closeEtcd, err := ef.connectIfOn(context.Background())
+	if err != nil {
+		return err
 	}
+	defer closeEtcd()
 	svc, err := service.Start(sc)
 	if err != nil {
 		return err
@@ -466,16 +460,11 @@ func runBackend(args []string, stdout, stderr io.Writer, notify stopSignals) err
 		return err
 	}
 	defer daemon.Shutdown(pprofSrv, time.Second)
-	var (
-		etcd *clientv3.Client
-		reg  *registry.Registry
-	)
-	if ef.on() {
-		if etcd, reg, err = ef.connect(context.Background()); err != nil {
-			return err
-		}
-		defer etcd.Close()
+	reg, closeEtcd, err := ef.connectIfOn(context.Background())
+	if err != nil {
+		return err
 	}
+	defer closeEtcd()
 	a, err := backend.Start(bc)
 	if err != nil {
 		return err
@@ -613,20 +602,17 @@ func runFrontend(args []string, stdout, stderr io.Writer, notify stopSignals) er
 	fc.AdvertiseDataAddr = *advertise
 	fc.DataPath = dp.Config()
 	fc.Name = cli.ProcessName(*name, "frontend")
-	var (
-		etcd *clientv3.Client
-		reg  *registry.Registry
-	)
 	if ef.on() {
 		fc.SchedulerAddr, fc.Name = "", liveName(*name, "frontend")
 		if err := (registry.Frontend{Name: fc.Name, DataAddress: "host:1"}).Validate(); err != nil {
 			return cli.UsageErr("--name: %v", err)
 		}
-		if etcd, reg, err = ef.connect(context.Background()); err != nil {
-			return err
-		}
-		defer etcd.Close()
 	}
+	reg, closeEtcd, err := ef.connectIfOn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer closeEtcd()
 	client, err := frontend.New(fc)
 	if err != nil {
 		return err
