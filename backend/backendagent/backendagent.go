@@ -33,12 +33,12 @@ type Config struct {
 	Log     zerolog.Logger
 }
 
-// Run registers the backend and keeps its GPUs with its part's
-// active scheduler until ctx ends: the assignment says which part
+// Run registers the backend and keeps its GPUs with its part's active
+// scheduler until ctx ends: the assignment says which part
 // (Assignment.Backends; the free pool parks it), the routing table which
 // scheduler leads that part; it registers again whenever etcd loses the
-// record. A move drains the plans the backend holds
-// first (backend.Agent.MoveTo), so no request fails on the way.
+// record. A move drains the plans the backend holds first
+// (backend.Agent.MoveTo), so no request fails on the way.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Registry == nil || cfg.Agent == nil {
 		return errors.New("backendagent: no registry or no agent")

@@ -32,11 +32,12 @@ type Config struct {
 
 // Run registers the frontend and has its client follow the routing table
 // until ctx ends, registering again whenever etcd loses the record (the
-// frontend serves on by the routes it has meanwhile): each table is handed to the client
-// (frontend.Client.SetRoutes), which switches each model once it is
-// connected to the model's new scheduler; once every route of a table is
-// in use, the frontend's record says so (registry.Frontend.Routes), which
-// is what lets the controller have a moved model's old part unload it.
+// frontend serves on by the routes it has meanwhile). Each table is handed
+// to the client (frontend.Client.SetRoutes), which switches each model
+// once it is connected to the model's new scheduler; once every route of a
+// table is in use, the frontend's record says so
+// (registry.Frontend.Routes), which is what lets the controller have a
+// moved model's old part unload it.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Registry == nil || cfg.Client == nil {
 		return errors.New("frontendagent: no registry or no client")
