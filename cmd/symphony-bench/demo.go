@@ -46,6 +46,9 @@ type loadFlags struct {
 	sweep       *string
 	quiet       *bool
 	verbose     *bool
+	// seed overrides the workload's seed: its arrivals, as sim --seed
+	// does, so that a live run and the simulator's meet on each seed.
+	seed *uint64
 
 	// multipliers is --sweep, parsed by workload.
 	multipliers []float64
@@ -81,6 +84,7 @@ func addLoadFlags(fs *flag.FlagSet, fileHelp string) *loadFlags {
 		sweep:       fs.String("sweep", "", "comma-separated load multipliers to run in turn (of the found goodput with --find-goodput), beside the simulator's curve for the same file: a throughput curve"),
 		quiet:       fs.Bool("quiet", false, "no progress lines"),
 		verbose:     fs.Bool("v", false, "log the cluster's events"),
+		seed:        fs.Uint64("seed", 0, "override the workload's seed (its arrivals; `sim --seed` takes the same)"),
 	}
 }
 
@@ -120,6 +124,9 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	}
 	if *lf.warmup >= 0 {
 		w.Warmup = *lf.warmup
+	}
+	if cli.FlagSet(fs, "seed") {
+		w.Seed = *lf.seed
 	}
 	return w, nil
 }

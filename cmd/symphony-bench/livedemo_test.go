@@ -132,3 +132,18 @@ func TestDemoControllerAutoscale(t *testing.T) {
 		t.Errorf("epochs %+v: the pool never grew past the first epoch's %d GPUs", r.Epochs, r.Epochs[0].GPUs)
 	}
 }
+
+// --seed overrides the workload's seed for a live run, as sim --seed does:
+// the report says which arrivals it ran.
+func TestDemoSeedOverride(t *testing.T) {
+	code, out, stderr := runCLI(t, shortRun("demo", "-f", writeSweepWorkload(t), "--seed", "5", "--json", "--quiet")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Seed uint64 `json:"seed"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Seed != 5 {
+		t.Errorf("seed %d (%v), want 5", r.Seed, err)
+	}
+}
