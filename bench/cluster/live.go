@@ -52,8 +52,8 @@ type ActuateConfig struct {
 	// Boot is how long a started backend takes to register.
 	Boot time.Duration
 	// WarmPool, ScaleInDelay and Max are the autoscaling policy's
-	// (actuate.PolicyConfig); Max 0 means no more than Backends... is
-	// not allowed: give the cluster's limit.
+	// (actuate.PolicyConfig). Max, the most backends, is required (at
+	// least 1): the cluster's limit, cluster.gpus in the demo.
 	WarmPool     int
 	ScaleInDelay time.Duration
 	Max          int
@@ -179,10 +179,6 @@ func (l *LiveCluster) start(ctx, rctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			l.run(func(ctx context.Context) error {
-				<-ctx.Done()
-				return nil
-			})
 			l.Backends = append(l.Backends, a.agent)
 			a.run(l.ctx())
 		}
