@@ -5,11 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/symphony-serving/symphony/partition/strictyaml"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -96,14 +95,14 @@ func (e *Emulated) fit(inUse gpuMemory, m wire.ModelSpec) (gpuMemory, error) {
 	if e.capacity <= 0 || modelMemory(m) == 0 || next.total() <= e.capacity {
 		return next, nil
 	}
-	over, capacity := formatBytes(next.total()), formatBytes(e.capacity)
+	over, capacity := strictyaml.FormatSize(next.total()), strictyaml.FormatSize(e.capacity)
 	if over == capacity { // a few bytes over: show them
 		over, capacity = fmt.Sprintf("%d bytes", next.total()), fmt.Sprintf("%d bytes", e.capacity)
 	}
 	return inUse, fmt.Errorf("emulated executor: model %q needs %s of GPU memory (static %s + dynamic %s), "+
 		"but %s is in use (static %s + largest dynamic %s): with it a GPU would hold %s, over its capacity of %s",
-		m.Name, formatBytes(modelMemory(m)), formatBytes(m.StaticMemory), formatBytes(m.DynamicMemory),
-		formatBytes(inUse.total()), formatBytes(inUse.static), formatBytes(inUse.dynamic), over, capacity)
+		m.Name, strictyaml.FormatSize(modelMemory(m)), strictyaml.FormatSize(m.StaticMemory), strictyaml.FormatSize(m.DynamicMemory),
+		strictyaml.FormatSize(inUse.total()), strictyaml.FormatSize(inUse.static), strictyaml.FormatSize(inUse.dynamic), over, capacity)
 }
 
 // inUse is the memory of the models loaded. Called with e.mu held.
@@ -197,20 +196,4 @@ func EmulatedOutput(model uint32, input []byte) []byte {
 	binary.LittleEndian.PutUint64(out, h.Sum64())
 	binary.LittleEndian.PutUint32(out[8:], model)
 	return out
-}
-
-// formatBytes renders bytes in the largest IEC unit that keeps one whole
-// unit (1.5GiB, 170MiB), as the serving configuration writes sizes.
-func formatBytes(b int64) string {
-	const units = "KMGTPE"
-	if b < 1024 {
-		return fmt.Sprintf("%dB", b)
-	}
-	i, shift := 0, 10
-	for i+1 < len(units) && b>>(shift+10) > 0 {
-		i, shift = i+1, shift+10
-	}
-	s := strconv.FormatFloat(float64(b)/float64(int64(1)<<shift), 'f', 2, 64)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s + units[i:i+1] + "iB"
 }

@@ -142,12 +142,3 @@ func TestEmulatedMemoryUnlimited(t *testing.T) {
 		}
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for b, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1KiB", 1536: "1.5KiB", 170 << 20: "170MiB",
-		10*gib + gib/2: "10.5GiB", 1<<63 - 1: "8EiB"} {
-		if got := formatBytes(b); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", b, got, want)
-		}
-	}
-}

@@ -660,11 +660,15 @@ func (c *Client) Go(ctx context.Context, model string, input []byte, opts ...Cal
 	err = nil
 	if c.refusing() {
 		err = ErrClosed
-	} else if s, m2, lerr := c.lookup(model); s != sess {
+	} else if l := c.resolve(model); l != sess.link || l.sess != sess {
 		// The model's route or its session changed since the check
 		// above: the request goes where the model's requests go now
-		// (the session retired may close as soon as its calls end).
-		sess, m, err = s, m2, lerr
+		// (the session retired may close as soon as its calls end),
+		// within that scheduler's SLO for it.
+		sess, m, err = c.lookup(model)
+		if err == nil && now.Add(m.info.SLO).Before(call.deadline) {
+			call.deadline = now.Add(m.info.SLO)
+		}
 	}
 	if err != nil {
 		c.mu.Unlock()

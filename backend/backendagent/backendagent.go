@@ -47,8 +47,17 @@ func Run(ctx context.Context, cfg Config) error {
 	// One mover at a time, always toward the latest target.
 	target := make(chan string, 1)
 	moverDone := make(chan struct{})
+	setTarget := func(addr string) {
+		select {
+		case <-target:
+		default:
+		}
+		target <- addr
+	}
 	go func() {
 		defer close(moverDone)
+		backoff := transport.DefaultBackoff()
+		failures := 0
 		for {
 			var addr string
 			select {
@@ -57,6 +66,7 @@ func Run(ctx context.Context, cfg Config) error {
 			case addr = <-target:
 			}
 			if addr == cfg.Agent.SchedulerAddr() {
+				failures = 0
 				continue
 			}
 			var err error
@@ -67,19 +77,24 @@ func Run(ctx context.Context, cfg Config) error {
 				log.Info().Str("scheduler", addr).Msg("moving")
 				err = cfg.Agent.MoveTo(ctx, addr)
 			}
-			if err != nil && ctx.Err() == nil {
-				log.Error().Err(err).Str("scheduler", addr).Msg("move failed")
+			if err == nil || ctx.Err() != nil {
+				failures = 0
+				continue
 			}
+			// Try again after a backoff, unless a newer target came:
+			// the registry may not change again for a while.
+			wait := backoff.Delay(failures, nil)
+			failures++
+			log.Error().Err(err).Str("scheduler", addr).Dur("retry_in", wait).Msg("move failed")
+			time.AfterFunc(wait, func() {
+				select {
+				case target <- addr: // none newer waits
+				default:
+				}
+			})
 		}
 	}()
 	defer func() { <-moverDone }()
-	setTarget := func(addr string) {
-		select {
-		case <-target:
-		default:
-		}
-		target <- addr
-	}
 	// A session ends when etcd is lost for a lease's TTL (the record is
 	// gone) or a watch fails; the backend serves on where it is, and
 	// registers and watches again.

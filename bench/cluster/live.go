@@ -77,7 +77,7 @@ type LiveCluster struct {
 	// Registry is a registry client of the cluster's, for reports.
 	Registry *registry.Registry
 	// Actuator starts and stops the backends with LiveConfig.Actuate
-	// (Backends then lists only those it started first).
+	// (Backends is then empty: the actuator owns them).
 	Actuator *actuate.Process
 
 	dir      string
@@ -454,13 +454,6 @@ func (l *LiveCluster) Close() {
 		a.Close()
 	}
 	l.wg.Wait() // the scheduler processes close their services
-	l.mu.Lock()
-	for _, s := range l.schedulers {
-		if s != nil {
-			s.Close()
-		}
-	}
-	l.mu.Unlock()
 	l.Etcd.Close()
 	_ = os.RemoveAll(l.dir)
 }

@@ -317,7 +317,6 @@ func TestModelMoveUnderLoadFailsNoRequest(t *testing.T) {
 	if err != nil || !mv.Switched {
 		t.Fatalf("move: %+v, %v", mv, err)
 	}
-	srcBefore := modelTasks(src.svc, name)
 	c.waitFor("the old part to unload the model", func() bool { return modelState(src.svc, name) == wire.ModelUnavailable })
 	dstBefore := modelTasks(dst.svc, name)
 	c.waitFor("requests at the new part", func() bool { return modelTasks(dst.svc, name) > dstBefore+20 })
@@ -331,11 +330,6 @@ func TestModelMoveUnderLoadFailsNoRequest(t *testing.T) {
 	}
 	if n := st.Failed.Load(); n != 0 {
 		t.Errorf("%d requests failed", n)
-	}
-	if after := modelTasks(src.svc, name); after != srcBefore {
-		// Requests sent before the frontend switched may still reach
-		// the old part; none may after it unloaded.
-		t.Logf("old part took %d more tasks of %s after the switch", after-srcBefore, name)
 	}
 	if st := src.svc.Snapshot(); st.Models[mover].Dropped["not_loaded"] != 0 {
 		t.Errorf("old part refused %d requests as not loaded", st.Models[mover].Dropped["not_loaded"])

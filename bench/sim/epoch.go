@@ -301,13 +301,7 @@ func (j *epochJob) epoch(now scheduler.Time) error {
 		j.busy[p], j.online[p] = 0, 0
 	}
 	j.started = true
-	r := &d.Record
-	j.records = append(j.records, report.EpochRecord{
-		Start: r.Start.Seconds(), BadRate: r.BadRate, IdleFraction: r.IdleFraction,
-		GPUsBefore: r.GPUsBefore, Need: r.Need, GPUs: r.GPUs, AdviceGPUs: r.AdviceGPUs, CapacityLimited: r.CapacityLimited,
-		Engine: r.Engine, RateImbalance: r.RateImbalance, MemoryImbalance: r.MemoryImbalance, Disruption: r.Disruption,
-		Moves: r.Moves, Skipped: r.Skipped, PartGPUs: r.PartGPUs,
-	})
+	j.records = append(j.records, report.EpochRecordOf(&d.Record, d.Record.Start.Seconds()))
 	return nil
 }
 

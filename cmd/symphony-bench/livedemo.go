@@ -110,14 +110,7 @@ type liveFlags struct {
 // interval's GPUs in use from the decisions in force over it.
 func annotateLive(r *report.Report, epochs []live.EpochResult, start time.Time) {
 	for _, e := range epochs {
-		rec := &e.Decision.Record
-		r.Epochs = append(r.Epochs, report.EpochRecord{
-			Start: e.At.Sub(start).Seconds(), BadRate: rec.BadRate, IdleFraction: rec.IdleFraction,
-			GPUsBefore: rec.GPUsBefore, Need: rec.Need, GPUs: rec.GPUs, AdviceGPUs: rec.AdviceGPUs,
-			CapacityLimited: rec.CapacityLimited, Engine: rec.Engine, RateImbalance: rec.RateImbalance,
-			MemoryImbalance: rec.MemoryImbalance, Disruption: rec.Disruption, Moves: len(e.Moves),
-			Skipped: rec.Skipped, PartGPUs: rec.PartGPUs,
-		})
+		r.Epochs = append(r.Epochs, report.EpochRecordOf(&e.Decision.Record, e.At.Sub(start).Seconds()))
 	}
 	for i := range r.TimeSeries {
 		p := &r.TimeSeries[i]

@@ -39,12 +39,7 @@ func runCerts(args []string, stdout, stderr io.Writer) error {
 	if *days < 1 || *days > 100*365 {
 		return cli.UsageErr("--days %d: want 1 to %d", *days, 100*365)
 	}
-	var extra []string
-	for _, h := range strings.Split(*hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			extra = append(extra, h)
-		}
-	}
+	extra := splitList(*hosts)
 	files := []string{"ca.crt", "ca.key"}
 	for _, r := range certRoles {
 		files = append(files, r+".crt", r+".key")

@@ -102,7 +102,7 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.UsageErr("unexpected arguments %q", fs.Args())
 	}
-	eps := splitEndpoints(*endpoints)
+	eps := splitList(*endpoints)
 	if len(eps) == 0 {
 		return cli.UsageErr("--etcd ENDPOINTS is required")
 	}

@@ -141,7 +141,7 @@ func runController(args []string, stdout, stderr io.Writer, notify stopSignals) 
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", metricsLn.Addr())
 	}
 	fmt.Fprintf(stdout, "controller: %d models over %d parts, an epoch every %v (engine %s); etcd at %s, prefix %s\n",
-		len(cfg.Models), cfg.Epoch.Parts, cfg.Period, cfg.Epoch.Engine, strings.Join(splitEndpoints(ef.endpoints), ","), ef.prefix)
+		len(cfg.Models), cfg.Epoch.Parts, cfg.Period, cfg.Epoch.Engine, strings.Join(splitList(ef.endpoints), ","), ef.prefix)
 	if err := lv.RunController(ctx, cfg); err != nil {
 		return err
 	}
@@ -203,10 +203,7 @@ func controllerConfig(f controllerFlags) (lv.ControllerConfig, error) {
 	if err := f.etcd.validate(); err != nil {
 		return zero, err
 	}
-	sc, err := loadServing(f.file)
-	if f.repo != "" {
-		sc, err = withRepository(f.file, f.repo)
-	}
+	sc, err := servingConfig(f.file, f.repo)
 	if err != nil {
 		return zero, err
 	}
@@ -275,12 +272,15 @@ func (f *scaleFlags) policy(parts int) (*actuate.Policy, error) {
 	case f.maxBackends < 1:
 		return nil, cli.UsageErr("--max-backends N is required with --scale-*: the most backends the controller may run, its spending cap")
 	}
-	min := f.minBackends
-	if min == 0 {
-		min = parts
+	least := f.minBackends
+	if least == 0 {
+		least = parts // a backend per part at least
+	}
+	if least > f.maxBackends {
+		return nil, cli.UsageErr("--max-backends %d is below the %d backends the parts need at least (--min-backends, or one per part with --parts %d)", f.maxBackends, least, parts)
 	}
 	p, err := actuate.NewPolicy(actuate.PolicyConfig{GPUsPerBackend: f.gpusPerBackend, WarmPool: f.warmPool,
-		ScaleInDelay: f.scaleInDelay, Min: min, Max: f.maxBackends})
+		ScaleInDelay: f.scaleInDelay, Min: least, Max: f.maxBackends})
 	if err != nil {
 		return nil, cli.UsageErr("%v", err)
 	}

@@ -53,7 +53,7 @@ func addEtcdFlags(fs *flag.FlagSet, withTTL bool) *etcdFlags {
 }
 
 // on reports whether --etcd was given.
-func (f *etcdFlags) on() bool { return len(splitEndpoints(f.endpoints)) > 0 }
+func (f *etcdFlags) on() bool { return len(splitList(f.endpoints)) > 0 }
 
 // validate checks the flags, as usage errors.
 func (f *etcdFlags) validate() error {
@@ -84,7 +84,7 @@ func (f *etcdFlags) connectIfOn(ctx context.Context) (reg *registry.Registry, cl
 // etcdConnectTimeout, and returns the client (the caller closes it) and
 // the registry over it.
 func (f *etcdFlags) connect(ctx context.Context) (*clientv3.Client, *registry.Registry, error) {
-	eps := splitEndpoints(f.endpoints)
+	eps := splitList(f.endpoints)
 	where := strings.Join(eps, ",")
 	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: etcdConnectTimeout, Logger: zap.NewNop()})
 	if err != nil {
@@ -107,8 +107,9 @@ func (f *etcdFlags) connect(ctx context.Context) (*clientv3.Client, *registry.Re
 	return c, reg, nil
 }
 
-// splitEndpoints reads a comma-separated list of etcd endpoints.
-func splitEndpoints(s string) []string {
+// splitList splits a comma-separated flag (etcd endpoints, host names)
+// into its items, spaces and empty items dropped.
+func splitList(s string) []string {
 	var eps []string
 	for _, e := range strings.Split(s, ",") {
 		if e = strings.TrimSpace(e); e != "" {

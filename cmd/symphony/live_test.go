@@ -56,6 +56,7 @@ func TestLiveFlagErrors(t *testing.T) {
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--max-disruption", "12GB"}, "unknown unit"},
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--scale-statefulset", "gpus"}, "--max-backends N is required"},
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--scale-statefulset", "gpus", "--scale-deployment", "gpus"}, "exclude each other"},
+		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "2", "--default-rate", "1", "--scale-statefulset", "gpus", "--max-backends", "1"}, "--max-backends 1 is below the 2 backends"},
 		{[]string{"controller", "--etcd", "x:1", "-f", serving, "--parts", "1", "--default-rate", "1", "--scale-deployment", "gpus", "--max-backends", "4", "--warm-pool", "-1"}, "warm"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)

@@ -44,6 +44,16 @@ import (
 //go:embed default-serving.yaml
 var defaultServing []byte
 
+// servingConfig is the serving configuration of -f and --model-repo: the
+// repository's models with file's settings (withRepository) when a
+// repository is given, else file's (loadServing).
+func servingConfig(file, repo string) (*serving.Config, error) {
+	if repo != "" {
+		return withRepository(file, repo)
+	}
+	return loadServing(file)
+}
+
 // withRepository is the serving configuration of a model repository: its
 // models, with the settings (and models) of file if given, else the
 // defaults.
@@ -165,10 +175,7 @@ func runScheduler(args []string, stdout, stderr io.Writer, notify stopSignals) e
 	if err != nil {
 		return err
 	}
-	cfg, err := loadServing(*file)
-	if *repo != "" {
-		cfg, err = withRepository(*file, *repo)
-	}
+	cfg, err := servingConfig(*file, *repo)
 	if err != nil {
 		return err
 	}
@@ -261,7 +268,7 @@ func runScheduler(args []string, stdout, stderr io.Writer, notify stopSignals) e
 			return err
 		})
 		fmt.Fprintf(stdout, "scheduler %s of part %d: standing for election in etcd at %s as %s, every model unloaded until the assignment gives the part its own\n",
-			sname, *part, strings.Join(splitEndpoints(ef.endpoints), ","), address)
+			sname, *part, strings.Join(splitList(ef.endpoints), ","), address)
 	}
 	if metricsLn != nil {
 		health := daemon.Health{Live: probe(svc.Live), Ready: ready, Status: status}
@@ -494,7 +501,7 @@ func runBackend(args []string, stdout, stderr io.Writer, notify stopSignals) err
 			}
 			return err
 		}
-		fmt.Fprintf(stdout, "backend %s: %d GPUs parked, joining the live control plane through etcd at %s: the controller places them\n", bc.Name, bc.GPUs, strings.Join(splitEndpoints(ef.endpoints), ","))
+		fmt.Fprintf(stdout, "backend %s: %d GPUs parked, joining the live control plane through etcd at %s: the controller places them\n", bc.Name, bc.GPUs, strings.Join(splitList(ef.endpoints), ","))
 	}
 	if metricsLn != nil {
 		// Live while the process serves; ready while registered and not
@@ -644,7 +651,7 @@ func runFrontend(args []string, stdout, stderr io.Writer, notify stopSignals) er
 			case <-ctx.Done():
 			}
 		}()
-		fmt.Fprintf(stdout, "frontend %s: following the live control plane's routing table through etcd at %s\n", fc.Name, strings.Join(splitEndpoints(ef.endpoints), ","))
+		fmt.Fprintf(stdout, "frontend %s: following the live control plane's routing table through etcd at %s\n", fc.Name, strings.Join(splitList(ef.endpoints), ","))
 	}
 	warnFileLimit(gc.MaxConnections, log)
 	srv, err := gatewayserver.Start(client, gatewayserver.Config{HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, Gateway: *gc, Metrics: *withMetrics,

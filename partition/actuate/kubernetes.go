@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // Workload is the kind of Kubernetes workload whose replicas are the
@@ -28,10 +29,6 @@ const (
 
 // DefaultNamespace is KubernetesConfig.Namespace's default, kubectl's.
 const DefaultNamespace = "default"
-
-// conflictRetries bounds Resize's read-modify-write tries when another
-// writer (kubectl, an HPA) changes the scale in between.
-const conflictRetries = 5
 
 // KubernetesConfig configures a Kubernetes actuator.
 type KubernetesConfig struct {
@@ -118,26 +115,33 @@ func (k *Kubernetes) Resize(ctx context.Context, n int) error {
 	if n < 0 || n > math.MaxInt32 {
 		return fmt.Errorf("actuate: kubernetes: %s: resize to %d replicas", k, n)
 	}
-	var err error
-	for range conflictRetries {
-		var s *autoscalingv1.Scale
-		s, err = k.s.GetScale(ctx, k.cfg.Name, metav1.GetOptions{})
+	conflicts := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := k.s.GetScale(ctx, k.cfg.Name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("actuate: kubernetes: %s: get scale: %w", k, err)
+			return fmt.Errorf("get scale: %w", err)
 		}
 		from := s.Spec.Replicas
 		if from == int32(n) {
 			return nil
 		}
 		s.Spec.Replicas = int32(n)
-		if _, err = k.s.UpdateScale(ctx, k.cfg.Name, s, metav1.UpdateOptions{}); err == nil {
-			k.log.Info().Int32("from", from).Int("to", n).Msg("resize")
-			return nil
+		if _, err := k.s.UpdateScale(ctx, k.cfg.Name, s, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) {
+				conflicts++
+				k.log.Debug().Err(err).Msg("scale changed meanwhile: reading it again")
+				return err // unwrapped: RetryOnConflict retries a conflict
+			}
+			return fmt.Errorf("update scale: %w", err)
 		}
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("actuate: kubernetes: %s: update scale: %w", k, err)
-		}
-		k.log.Debug().Err(err).Msg("scale changed meanwhile: reading it again")
+		k.log.Info().Int32("from", from).Int("to", n).Msg("resize")
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("actuate: kubernetes: %s: update scale: %d conflicts in a row: %w", k, conflicts, err)
 	}
-	return fmt.Errorf("actuate: kubernetes: %s: update scale: %d conflicts in a row: %w", k, conflictRetries, err)
+	return fmt.Errorf("actuate: kubernetes: %s: %w", k, err)
 }

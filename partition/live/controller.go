@@ -52,6 +52,15 @@ type ControllerConfig struct {
 // model's load on a real runtime takes seconds.
 const DefaultSwitchTimeout = 30 * time.Second
 
+// retryEpochAfter is how long a failed epoch waits before the next starts
+// over, so that an unreachable etcd is not hammered.
+const retryEpochAfter = time.Second
+
+// DecideTimeout bounds one epoch's decision: the heuristic takes
+// milliseconds (docs/scale.md), milp and random search use what they are
+// given.
+const DecideTimeout = 10 * time.Second
+
 // DefaultPoll is ControllerConfig.Poll's default.
 const DefaultPoll = 20 * time.Millisecond
 
@@ -173,7 +182,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return fmt.Errorf("%w: is another controller running?", err)
 		default:
 			c.log.Error().Err(err).Uint64("epoch", c.n).Msg("epoch failed: the next one starts over from the registry")
-			sleepCtx(ctx, c.cfg.Poll*10)
+			sleepCtx(ctx, retryEpochAfter)
 		}
 	}
 	return nil
@@ -241,15 +250,20 @@ func (c *Controller) Step(ctx context.Context) error {
 		in.Window = window
 		c.measure(in, mid, end)
 	}
-	backends, err := c.gpus(ctx, in)
+	v, err := c.gpus(ctx, in)
 	if err != nil {
 		return err
+	}
+	if c.n > 0 {
+		if err := c.resync(ctx, v.assignment); err != nil {
+			return err
+		}
 	}
 	for m := range in.Models {
 		in.Models[m].Assigned, in.Models[m].Serving = c.assigned[m], c.serving[m]
 	}
 	in.Now = scheduler.Time(time.Duration(c.n) * c.cfg.Period)
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, DecideTimeout)
 	d, err := c.core.Decide(dctx, in)
 	cancel()
 	if err != nil {
@@ -257,11 +271,11 @@ func (c *Controller) Step(ctx context.Context) error {
 	}
 	c.n++
 	began := time.Now()
-	moves, err := c.carryOut(ctx, d, backends)
+	moves, err := c.carryOut(ctx, d, v)
 	if err != nil {
 		return err
 	}
-	res := EpochResult{Epoch: c.n, Window: window, Decision: d, Backends: backends, Moves: moves, At: began, Took: time.Since(began)}
+	res := EpochResult{Epoch: c.n, Window: window, Decision: d, Backends: v.backends, Moves: moves, At: began, Took: time.Since(began)}
 	if err := c.record(ctx, &res); err != nil {
 		c.log.Warn().Err(err).Msg("epoch record not put")
 	}
@@ -294,7 +308,7 @@ func (c *Controller) Move(ctx context.Context, model string, to int) (MoveResult
 	case c.assigned[i] == to:
 		return MoveResult{}, fmt.Errorf("live: move: %s is in part %d already", model, to)
 	}
-	backends, err := c.gpus(ctx, &epoch.Input{})
+	v, err := c.gpus(ctx, &epoch.Input{})
 	if err != nil {
 		return MoveResult{}, err
 	}
@@ -302,7 +316,7 @@ func (c *Controller) Move(ctx context.Context, model string, to int) (MoveResult
 		Leaving: make([]int, c.cfg.Epoch.Parts), Moves: []epoch.Move{{Model: i, From: c.assigned[i], To: to}}}
 	d.Assignment[i] = to
 	c.n++
-	moves, err := c.carryOut(ctx, d, backends)
+	moves, err := c.carryOut(ctx, d, v)
 	if err != nil {
 		return MoveResult{}, err
 	}
@@ -385,29 +399,56 @@ func (c *Controller) measure(in *epoch.Input, mid, end map[int]registry.Report) 
 // same scheduler.
 func sameSeries(a, b registry.Report) bool { return a.Scheduler == b.Scheduler && a.Start == b.Start }
 
-// gpus lists the registered backends' GPUs as the core sees them, and the
-// backend each GPU ID stands for.
-func (c *Controller) gpus(ctx context.Context, in *epoch.Input) ([]string, error) {
+// view is the cluster as one epoch decides on it: the assignment as read
+// (with its revision, which the epoch's first write expects), and the
+// backend each of the core's GPU IDs stands for.
+type view struct {
+	assignment registry.Assignment
+	rev        int64
+	backends   []string
+}
+
+// gpus reads the assignment and lists the registered backends' GPUs as the
+// core sees them.
+func (c *Controller) gpus(ctx context.Context, in *epoch.Input) (*view, error) {
 	bs, _, err := c.cfg.Registry.Backends(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a, _, err := c.cfg.Registry.Assignment(ctx)
-	if err != nil {
+	v := &view{}
+	if v.assignment, v.rev, err = c.cfg.Registry.Assignment(ctx); err != nil {
 		return nil, err
 	}
-	var names []string
 	for _, b := range bs {
-		part, ok := a.Backends[b.Value.Name]
+		part, ok := v.assignment.Backends[b.Value.Name]
 		if !ok || part >= c.cfg.Epoch.Parts {
 			part = registry.FreePool
 		}
 		for range b.Value.GPUs {
 			in.GPUs = append(in.GPUs, epoch.GPU{Part: part})
-			names = append(names, b.Value.Name)
+			v.backends = append(v.backends, b.Value.Name)
 		}
 	}
-	return names, nil
+	return v, nil
+}
+
+// resync takes each model's parts from the registry, where an epoch whose
+// carrying out failed part-way left them: the assignment says where each
+// model is to be, the routes where its requests go.
+func (c *Controller) resync(ctx context.Context, a registry.Assignment) error {
+	routes, _, err := c.cfg.Registry.Routes(ctx)
+	if err != nil {
+		return err
+	}
+	for name, i := range c.index {
+		if p, ok := a.Models[name]; ok && p < c.cfg.Epoch.Parts {
+			c.assigned[i] = p
+		}
+		if q, ok := routes.Models[name]; ok && q < c.cfg.Epoch.Parts {
+			c.serving[i] = q
+		}
+	}
+	return nil
 }
 
 // carryOut carries decision d out, make before break:
@@ -423,13 +464,10 @@ func (c *Controller) gpus(ctx context.Context, in *epoch.Input) ([]string, error
 //     drops Keep, so the old parts unload the models (their queued
 //     requests run first), and gives the GPUs the old parts were sized
 //     for their departing models back to the free pool.
-func (c *Controller) carryOut(ctx context.Context, d *epoch.Decision, backends []string) ([]MoveResult, error) {
+func (c *Controller) carryOut(ctx context.Context, d *epoch.Decision, v *view) ([]MoveResult, error) {
 	reg := c.cfg.Registry
 	parts := c.cfg.Epoch.Parts
-	cur, rev, err := reg.Assignment(ctx)
-	if err != nil {
-		return nil, err
-	}
+	cur, rev, backends := v.assignment, v.rev, v.backends
 	next := registry.Assignment{Epoch: c.n, Parts: parts, Models: map[string]int{}, Keep: map[string]int{},
 		Backends: maps.Clone(cur.Backends)}
 	if next.Backends == nil {
@@ -446,8 +484,9 @@ func (c *Controller) carryOut(ctx context.Context, d *epoch.Decision, backends [
 	}
 	gpuPart := make([]int, len(backends))
 	for g, name := range backends {
-		gpuPart[g] = next.Backends[name]
-		if _, ok := next.Backends[name]; !ok {
+		if p, ok := next.Backends[name]; ok && p < parts {
+			gpuPart[g] = p
+		} else {
 			gpuPart[g] = registry.FreePool
 		}
 	}
@@ -459,7 +498,8 @@ func (c *Controller) carryOut(ctx context.Context, d *epoch.Decision, backends [
 		next.Backends[backends[j.GPU]] = j.Part
 		gpuPart[j.GPU] = j.Part
 	}
-	if rev, err = reg.PutAssignment(ctx, next, rev); err != nil {
+	rev, err := reg.PutAssignment(ctx, next, rev)
+	if err != nil {
 		return nil, fmt.Errorf("live: epoch %d: assignment: %w", c.n, err)
 	}
 	c.log.Info().Uint64("epoch", c.n).Int("moves", len(moves)).Int("release", len(d.Release)).Int("join", len(d.Join)).
@@ -570,27 +610,18 @@ func (c *Controller) carryOut(ctx context.Context, d *epoch.Decision, backends [
 // took (0: not ready).
 func (c *Controller) waitReady(ctx context.Context, want map[string]int) map[string]time.Duration {
 	out := make(map[string]time.Duration, len(want))
-	if len(want) == 0 {
-		return out
-	}
 	start := time.Now()
 	deadline := start.Add(c.cfg.SwitchTimeout)
-	for time.Now().Before(deadline) {
-		reps, err := c.readReports(ctx)
-		if err == nil {
+	for len(out) < len(want) && time.Now().Before(deadline) {
+		if reps, err := c.readReports(ctx); err == nil {
 			for name, p := range want {
-				if out[name] == 0 && slices.Contains(reps[p].Ready, name) {
-					out[name] = max(time.Since(start), time.Nanosecond)
+				if _, done := out[name]; !done && slices.Contains(reps[p].Ready, name) {
+					out[name] = time.Since(start)
 				}
 			}
 		}
-		if len(out) == len(want) || !sleepCtx(ctx, c.cfg.Poll) {
+		if len(out) < len(want) && !sleepCtx(ctx, c.cfg.Poll) {
 			break
-		}
-	}
-	for name := range want {
-		if out[name] == 0 {
-			delete(out, name)
 		}
 	}
 	return out

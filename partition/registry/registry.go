@@ -260,9 +260,8 @@ func List[T record](ctx context.Context, r *Registry, prefix string) ([]Entry[T]
 	}
 	out := make([]Entry[T], 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		v, err := Decode[T](kv.Value)
+		v, err := decodeAt[T](string(kv.Key), kv.Value)
 		if err != nil {
-			err.(*DecodeError).Key = string(kv.Key)
 			return nil, 0, err
 		}
 		out = append(out, Entry[T]{Key: string(kv.Key), Value: v, ModRevision: kv.ModRevision})
@@ -346,9 +345,8 @@ func get[T record](ctx context.Context, r *Registry, key string) (T, int64, erro
 		return zero, 0, nil
 	}
 	kv := resp.Kvs[0]
-	v, err := Decode[T](kv.Value)
+	v, err := decodeAt[T](key, kv.Value)
 	if err != nil {
-		err.(*DecodeError).Key = key
 		return zero, 0, err
 	}
 	return v, kv.ModRevision, nil

@@ -26,7 +26,7 @@ func TestWelcomeCarriesMemory(t *testing.T) {
 	c := Default()
 	c.Network, c.Models = f.net, startFakeModels()
 	c.Models[1].DynamicMemory = -1
-	if s, err := Start(c); err == nil || !strings.Contains(err.Error(), `model "n": memory 0 + -1 bytes: negative`) {
+	if s, err := Start(c); err == nil || !strings.Contains(err.Error(), `model "n": models[0].dynamic_memory: -1 bytes negative`) {
 		if s != nil {
 			s.Close()
 		}

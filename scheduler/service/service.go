@@ -186,14 +186,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("service: model %q: no profile", m.Name)
 		case m.SLO <= 0:
 			return fmt.Errorf("service: model %q: SLO must be positive", m.Name)
-		case m.StaticMemory < 0 || m.DynamicMemory < 0:
-			// Peers refuse a Welcome with a negative size.
-			return fmt.Errorf("service: model %q: memory %d + %d bytes: negative", m.Name, m.StaticMemory, m.DynamicMemory)
 		}
-		// Peers refuse a Welcome whose tensors do not validate.
-		w := wire.Welcome{Models: []wire.ModelSpec{{SLO: m.SLO, Latency: []time.Duration{1}, Inputs: m.Inputs, Outputs: m.Outputs}}}
+		// Peers refuse a Welcome whose tensors or memory sizes do not
+		// validate.
+		w := wire.Welcome{Models: []wire.ModelSpec{{SLO: m.SLO, Latency: []time.Duration{1}, Inputs: m.Inputs, Outputs: m.Outputs,
+			StaticMemory: m.StaticMemory, DynamicMemory: m.DynamicMemory}}}
 		if err := w.Validate(); err != nil {
-			return fmt.Errorf("service: model %q: tensors: %w", m.Name, err)
+			return fmt.Errorf("service: model %q: %w", m.Name, err)
 		}
 		seen[m.Name] = true
 	}

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"flag"
-	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/symphony-serving/symphony/cmd/internal/daemon"
 	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/tcp"
 	"github.com/symphony-serving/symphony/transport/tlsnet"
@@ -105,23 +105,10 @@ func (f *TLSFlags) Network(log zerolog.Logger) (*Network, error) {
 // loudly what that means.
 func (n *Network) Listen(addr string, accept transport.Acceptor) (transport.Listener, error) {
 	ln, err := n.Network.Listen(addr, accept)
-	if err == nil && n.insecure && !loopback(addr) {
+	if err == nil && n.insecure && !daemon.IsLoopback(addr) {
 		n.log.Error().Str("addr", ln.Addr()).Msg("insecure: listening on an address reachable from the network with neither encryption nor authentication: anyone who reaches it can join the cluster, submit work and read inputs and results; give --tls-ca/--tls-cert/--tls-key (symphony certs makes a development set), or --insecure if this network is trusted")
 	}
 	return ln, err
-}
-
-// loopback reports whether addr ("host:port") binds loopback alone.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Secure reports whether the network is mutual TLS.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/symphony-serving/symphony/partition/registry"
 	"github.com/symphony-serving/symphony/scheduler/service"
+	"github.com/symphony-serving/symphony/transport"
 	"github.com/symphony-serving/symphony/transport/wire"
 )
 
@@ -72,7 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 	a := &schedulerAgent{cfg: cfg, log: log, busyOps: map[string]bool{}}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
+	wg := &a.ops
 	defer wg.Wait() // after cancel, deferred before it
 	// A standby holds its part's models too, a hot standby: its backends
 	// come only with the takeover, but frontends that switch to it find
@@ -114,6 +115,10 @@ type schedulerAgent struct {
 	lead  *registry.Leadership
 	start time.Time
 
+	// ops counts the agent's goroutines, the model ops included, so that
+	// Run returns only once none touches the service any more.
+	ops sync.WaitGroup
+
 	mu sync.Mutex
 	// busyOps are the models with a load or unload under way; want is
 	// the latest assignment's set for this part (nil: none yet).
@@ -121,19 +126,56 @@ type schedulerAgent struct {
 	want    map[string]bool
 }
 
-// followAssignment applies every assignment to the service's models.
+// opRetry is how often the agent retries the model ops that failed (a
+// backend's load error, a timeout), standby or active.
+const opRetry = time.Second
+
+// followAssignment applies every assignment to the service's models,
+// watching again from where it was when a watch ends (an etcd leader
+// change, say), and retries failed model ops every opRetry.
 func (a *schedulerAgent) followAssignment(ctx context.Context) {
-	for u := range a.cfg.Registry.WatchAssignment(ctx, 0) {
+	var next int64 // the revision to resume from (0: the current one)
+	retry := time.NewTicker(opRetry)
+	defer retry.Stop()
+	transport.KeepDialing(ctx, transport.DefaultBackoff(), a.log, func(ctx context.Context) error {
+		updates := a.cfg.Registry.WatchAssignment(ctx, next)
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-retry.C:
+				a.reconcile(ctx)
+			case u, ok := <-updates:
+				if !ok {
+					return errors.New("the assignment watch ended")
+				}
+				if err := a.apply(ctx, u); err != nil {
+					if errors.Is(err, registry.ErrCompacted) {
+						next = 0 // read the assignment afresh
+					}
+					return err
+				}
+				if u.Revision > 0 {
+					next = u.Revision + 1
+				}
+			}
+		}
+	})
+}
+
+// apply takes one assignment update: a bad value is skipped (the last good
+// one stands), an error that ended the watch is returned.
+func (a *schedulerAgent) apply(ctx context.Context, u registry.AssignmentUpdate) error {
+	{
 		if u.Err != nil {
 			if registry.IsDecodeError(u.Err) {
 				a.log.Error().Err(u.Err).Msg("bad assignment: keeping the last good one")
-				continue
+				return nil
 			}
-			a.log.Error().Err(u.Err).Msg("assignment watch ended")
-			return
+			return u.Err
 		}
 		if u.Deleted {
-			continue // the controller starts over: keep serving what is held
+			return nil // the controller starts over: keep serving what is held
 		}
 		want := map[string]bool{}
 		for _, st := range a.cfg.Service.ModelStates() {
@@ -146,6 +188,7 @@ func (a *schedulerAgent) followAssignment(ctx context.Context) {
 		a.want = want
 		a.mu.Unlock()
 		a.reconcile(ctx)
+		return nil
 	}
 }
 
@@ -173,10 +216,12 @@ func (a *schedulerAgent) reconcile(ctx context.Context) {
 			continue
 		}
 		a.busyOps[name] = true
+		a.ops.Add(1)
 		go func() {
+			defer a.ops.Done()
 			err := op(ctx, name)
 			if err != nil && ctx.Err() == nil {
-				a.log.Error().Err(err).Str("model", name).Msg("model op failed: retried on the next assignment or report")
+				a.log.Error().Err(err).Str("model", name).Dur("retry_in", opRetry).Msg("model op failed")
 			}
 			a.mu.Lock()
 			delete(a.busyOps, name)
@@ -189,7 +234,7 @@ func (a *schedulerAgent) reconcile(ctx context.Context) {
 }
 
 // report puts the part's Report every ReportEvery, integrating the GPUs
-// online in between; it also retries the model ops that failed.
+// online in between.
 func (a *schedulerAgent) report(ctx context.Context) {
 	tick := time.NewTicker(onlineSample)
 	defer tick.Stop()
@@ -215,7 +260,6 @@ func (a *schedulerAgent) report(ctx context.Context) {
 			a.log.Warn().Err(err).Msg("report not put")
 		}
 		cancel()
-		a.reconcile(ctx)
 	}
 }
 
