@@ -100,13 +100,16 @@ func TestEnqueueAllocationFree(t *testing.T) {
 
 // rankLoop keeps a RankCore busy: each step publishes a new candidate for
 // one model, ticks, and answers every grant at once with the GPU busy for
-// the batch's latency.
+// the batch's latency. With backfill set, the candidates are held 20ms
+// and may backfill (Candidate.Backfill) a 1ms batch.
 type rankLoop struct {
-	r        *RankCore
-	now      Time
-	versions []uint64
-	next     int
-	grants   int
+	r         *RankCore
+	now       Time
+	versions  []uint64
+	next      int
+	grants    int
+	backfill  bool
+	backfills int
 }
 
 func newRankLoop(t testing.TB, models, gpus int) *rankLoop {
@@ -121,13 +124,21 @@ func (l *rankLoop) step() {
 	m := ModelID(l.next % len(l.versions))
 	l.next++
 	l.versions[m]++
-	l.r.Update(m, Candidate{BatchSize: 4, ExecAt: l.now.Add(200 * time.Microsecond), InvalidAfter: l.now.Add(5 * time.Millisecond),
-		Deadline: l.now.Add(10 * time.Millisecond), Version: l.versions[m]})
+	c := Candidate{BatchSize: 4, ExecAt: l.now.Add(200 * time.Microsecond), InvalidAfter: l.now.Add(5 * time.Millisecond),
+		Deadline: l.now.Add(10 * time.Millisecond), Version: l.versions[m]}
+	if l.backfill {
+		c.ExecAt, c.Backfill = l.now.Add(20*time.Millisecond), true
+		c.InvalidAfter, c.Deadline = l.now.Add(25*time.Millisecond), l.now.Add(26*time.Millisecond)
+	}
+	l.r.Update(m, c)
 	if l.r.WakeAt() > l.now {
 		return
 	}
 	for _, g := range l.r.Tick(l.now) {
 		l.grants++
+		if g.Backfill {
+			l.backfills++
+		}
 		l.versions[g.Model]++
 		l.r.Return(GPUReturn{Model: g.Model, GPU: g.GPU, FreeAt: MaxTime(l.now, g.FreeAt).Add(3 * time.Millisecond), Used: true,
 			Candidate: Candidate{Version: l.versions[g.Model]}})

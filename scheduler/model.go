@@ -22,6 +22,12 @@ type Candidate struct {
 	// SchedulableBetaLambda, the earliest start once the batch holds βλ
 	// requests; under the other policies it is the earliest start.
 	ExecAt Time
+	// Backfill says the batch, held until ExecAt, may instead start as
+	// soon as it can on a GPU that would otherwise sit idle (a backfill
+	// grant, Grant.Backfill): a held symphony batch whose wait cannot pay,
+	// because the model batches weakly (β ≤ α) and the batch already
+	// holds βλ requests (§4.3; see ModelCore.backfills).
+	Backfill bool
 	// InvalidAfter is the latest start that still meets Deadline:
 	// Deadline − ℓ(BatchSize), stretched by the core's tail factor
 	// (ModelCore.SetTailFactor).
@@ -161,6 +167,11 @@ type ModelCore struct {
 	// dispatch1 and beta cache delays and the profile for the hot path.
 	dispatch1 time.Duration
 	beta      float64 // β in seconds
+	// weak says the model batches weakly, β ≤ α: one more request adds
+	// at least as much to a batch's run as the whole fixed cost that
+	// batching saves. Only such a model's held batches backfill idle GPUs
+	// (Candidate.Backfill).
+	weak bool
 	// tail is the factor (at least 1) by which the model's batches may
 	// overrun ℓ(b): deadlines are planned with tail·ℓ(b) (see
 	// SetTailFactor); tailEll1 caches tail·ℓ(1).
@@ -182,6 +193,7 @@ func NewModelCore(cfg ModelConfig) (*ModelCore, error) {
 		lastNow:   Past,
 		dispatch1: cfg.Delays.Dispatch(1),
 		beta:      cfg.Profile.Beta().Seconds(),
+		weak:      cfg.Profile.Beta() <= cfg.Profile.Alpha(),
 		tail:      1,
 		tailEll1:  cfg.Profile.Latency(1),
 	}, nil
@@ -287,7 +299,11 @@ func (m *ModelCore) Grant(now Time, g Grant) *ModelOutput {
 	m.updateFor(now, g.FreeAt, g.GPUs)
 	ret := GPUReturn{Model: m.cfg.ID, GPU: g.GPU, FreeAt: MaxTime(now, g.FreeAt)}
 	if c := m.cand; c.Valid() {
-		ret.FreeAt, ret.Used = m.plan(now, g.GPU, c.BatchSize, c.ExecAt), true
+		at := c.ExecAt
+		if g.Backfill && c.Backfill {
+			at = MaxTime(now.Add(m.cfg.Delays.Dispatch(c.BatchSize)), g.FreeAt)
+		}
+		ret.FreeAt, ret.Used = m.plan(now, g.GPU, c.BatchSize, at), true
 	}
 	return m.answer(ret)
 }
@@ -421,7 +437,7 @@ func (m *ModelCore) DropAll(now Time, reason DropReason) *ModelOutput {
 func (m *ModelCore) publish() {
 	c := m.cand
 	p := m.published
-	if c.BatchSize == p.BatchSize && c.ExecAt == p.ExecAt && c.InvalidAfter == p.InvalidAfter && c.Deadline == p.Deadline && c.Priority == p.Priority {
+	if c.BatchSize == p.BatchSize && c.ExecAt == p.ExecAt && c.Backfill == p.Backfill && c.InvalidAfter == p.InvalidAfter && c.Deadline == p.Deadline && c.Priority == p.Priority {
 		m.cand.Version = p.Version
 		m.out.Candidate = m.cand
 		return
@@ -488,17 +504,37 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
 	delays := m.cfg.Delays
 	earliest := MaxTime(now.Add(delays.Dispatch(bs)), gpuFreeAt)
 	invalidAfter := dl.Add(-m.tailLatency(bs))
-	execAt := earliest
+	execAt, backfill := earliest, false
 	if m.cfg.Policy == PolicySymphony && (m.cfg.Schedulable != SchedulableBetaLambda || float64(bs) < m.beta*m.rate.perSecond(now)) {
 		// Fewer than βλ requests (or βλ disabled): waiting for one more
 		// saves more than the idle time costs (§4.3), so hold the batch
 		// until sched_at, the last moment it could still take one more.
 		schedAt := dl.Add(-m.tailLatency(bs + 1))
 		execAt = MaxTime(earliest, schedAt)
+		backfill = execAt > earliest && m.backfills(now, bs)
 	}
-	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, InvalidAfter: invalidAfter, Deadline: dl, Priority: m.queue.front().Priority, Version: m.cand.Version}
+	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, Backfill: backfill, InvalidAfter: invalidAfter, Deadline: dl, Priority: m.queue.front().Priority, Version: m.cand.Version}
 	// Past this instant a grant can no longer start bs requests in time.
 	m.wakeAt = invalidAfter.Add(-delays.Dispatch(bs) + 1)
+}
+
+// backfills reports whether a held batch of bs requests may start at once
+// on a GPU that would otherwise idle (Candidate.Backfill): whether holding
+// it cannot pay. §4.3's test is that waiting for one more request pays
+// only while b < βλ: the wait, 1/λ, is shorter than the fixed cost per
+// request it saves, β/b. Under the sched-at default that test alone is
+// not enough: λ is a one-second mean, and within a burst requests come
+// much faster, so a strongly batching model would start small batches
+// just before the burst filled them (every such batch runs β for a
+// handful of requests, and the GPUs it holds are missing when the burst
+// lands). So only a weakly batching model backfills (β ≤ α, cached in
+// m.weak): for it, a request added to a later batch still costs that
+// batch α ≥ β, so the most a batch run early can waste, β, never exceeds
+// what it saves the later batch. For it, holding a batch that cannot grow
+// in time is only idle GPU time taken from the requests to come, which
+// work-conserving scheduling would have used.
+func (m *ModelCore) backfills(now Time, bs int) bool {
+	return m.weak && float64(bs) >= m.beta*m.rate.perSecond(now)
 }
 
 // updateLevels forms the batch when requests of several priority levels are

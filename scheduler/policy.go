@@ -15,7 +15,10 @@ const (
 	// PolicySymphony is the paper's non-work-conserving policy: a candidate
 	// becomes schedulable at sched_at = dl − ℓ(|reqs|+1), the last moment it
 	// could still grow, or, with SchedulableBetaLambda, as soon as it holds
-	// βλ requests (λ estimated online per model).
+	// βλ requests (λ estimated online per model). Under the sched-at
+	// default, a held candidate of a weakly batching model (β ≤ α) that
+	// holds βλ requests may still backfill a GPU that no other candidate
+	// needs (Candidate.Backfill, scheduler/README.md "Backfill").
 	PolicySymphony Policy = iota
 	// PolicyWorkConserving makes every candidate schedulable as soon as it
 	// has one request: a free GPU never waits.
@@ -133,9 +136,11 @@ const (
 	// paper derives βλ for one GPU serving one model, where a GPU that
 	// waits for one more request sits idle.
 	SchedulableBetaLambda
-	// SchedulableSchedAt: only at sched_at. In a cluster shared by many
-	// light models (βλ of one or two requests) it keeps batches growing
-	// instead of degenerating into work-conserving scheduling.
+	// SchedulableSchedAt: only at sched_at, but for a weakly batching
+	// model's backfill of a GPU that would otherwise idle
+	// (Candidate.Backfill). In a cluster shared by many light models (βλ of
+	// one or two requests) it keeps batches growing instead of
+	// degenerating into work-conserving scheduling.
 	SchedulableSchedAt
 )
 

@@ -20,6 +20,11 @@ type Grant struct {
 	// DropWindow). 0, for a grant that no RankCore made, turns that rule
 	// off.
 	GPUs int
+	// Backfill says the grant is of a GPU that would otherwise sit idle,
+	// made before the candidate's ExecAt to a candidate that allows it
+	// (Candidate.Backfill): the model starts its batch as soon as it can
+	// rather than at ExecAt.
+	Backfill bool
 }
 
 // RankConfig configures a RankCore.
@@ -87,6 +92,13 @@ type rankModel struct {
 	state   rankModelState
 	timerAt Time
 	readyAt int // index in ready, -1 if absent
+	// earlyAt is the backfill timer of a candidate that may backfill
+	// (Candidate.Backfill): when it next tries to take an idle GPU (see
+	// RankCore.backfill). The model is then in the early heap as well as
+	// the timer heap.
+	earlyAt Time
+	// starved says the model is in RankCore.starved.
+	starved bool
 }
 
 type rankGPU struct {
@@ -113,11 +125,26 @@ type RankCore struct {
 	models []rankModel
 	gpus   []rankGPU
 	timers *idheap.Heap[ModelID] // armed models by timerAt
+	early  *idheap.Heap[ModelID] // armed models that may backfill, by earlyAt
 	free   *idheap.Heap[GPUID]   // ungranted GPUs by freeAt
 	ready  []ModelID             // schedulable models waiting for a GPU
-	grants []Grant
-	ahead  time.Duration
-	online int // GPUs online
+	// starved are models whose backfill found every GPU granted or a
+	// candidate in the ready set; they try again once neither holds.
+	starved []ModelID
+	grants  []Grant
+	ahead   time.Duration
+	online  int // GPUs online
+	// cut is the bound that idleByCut and dueBeforeCut test against, set
+	// just before a backfill collects GPUs and candidates with them
+	// (method values made once, so that collecting never allocates).
+	cut          Time
+	idleByCut    func(GPUID) bool
+	dueBeforeCut func(ModelID) bool
+	// Scratch for backfill: the models and GPUs it weighs, and their times.
+	bfModels []ModelID
+	bfGPUs   []GPUID
+	bfNeed   []Time
+	bfFree   []Time
 }
 
 // NewRankCore returns a RankCore with all GPUs free and no candidates.
@@ -127,7 +154,9 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 	}
 	r := &RankCore{cfg: cfg, models: make([]rankModel, cfg.Models), gpus: make([]rankGPU, cfg.GPUs)}
 	r.timers = idheap.New(cfg.Models, r.timerBefore)
+	r.early = idheap.New(cfg.Models, r.earlyBefore)
 	r.free = idheap.New(cfg.GPUs, r.freesBefore)
+	r.idleByCut, r.dueBeforeCut = r.idleBy, r.dueBefore
 	for i := range r.models {
 		r.models[i].readyAt = -1
 	}
@@ -153,6 +182,25 @@ func (r *RankCore) timerBefore(a, b ModelID) bool {
 	return ta < tb || ta == tb && a < b
 }
 
+// earlyBefore orders the early heap: the earlier backfill timer first, then
+// the earlier ExecAt, ties by ID.
+func (r *RankCore) earlyBefore(a, b ModelID) bool {
+	ma, mb := &r.models[a], &r.models[b]
+	if ma.earlyAt != mb.earlyAt {
+		return ma.earlyAt < mb.earlyAt
+	}
+	if ma.cand.ExecAt != mb.cand.ExecAt {
+		return ma.cand.ExecAt < mb.cand.ExecAt
+	}
+	return a < b
+}
+
+// idleBy says GPU g is free by r.cut.
+func (r *RankCore) idleBy(g GPUID) bool { return r.gpus[g].freeAt <= r.cut }
+
+// dueBefore says model m's candidate timer fires before r.cut.
+func (r *RankCore) dueBefore(m ModelID) bool { return r.models[m].timerAt < r.cut }
+
 // freesBefore orders the free heap: the GPU that frees first, ties by ID.
 func (r *RankCore) freesBefore(a, b GPUID) bool {
 	fa, fb := r.gpus[a].freeAt, r.gpus[b].freeAt
@@ -175,11 +223,15 @@ func (r *RankCore) Clone() *RankCore {
 		gpus:   slices.Clone(r.gpus),
 		ready:  slices.Clone(r.ready),
 		ahead:  r.ahead,
-		online: r.online,
+		// The backfill scratch is rebuilt on use; starved is state.
+		starved: slices.Clone(r.starved),
+		online:  r.online,
 	}
 	c.cfg.ModelDelays = slices.Clone(r.cfg.ModelDelays)
 	c.timers = r.timers.Clone(c.timerBefore)
+	c.early = r.early.Clone(c.earlyBefore)
 	c.free = r.free.Clone(c.freesBefore)
+	c.idleByCut, c.dueBeforeCut = c.idleBy, c.dueBefore
 	return c
 }
 
@@ -226,11 +278,13 @@ func (r *RankCore) Return(ret GPUReturn) {
 	r.rearm(ret.Model)
 }
 
-// rearm takes model m out of the timer heap and the ready list, then arms
-// its timer for its current candidate.
+// rearm takes model m out of the timer heaps and the ready list, then arms
+// its timer for its current candidate, and, if the candidate may backfill,
+// its backfill timer for the next Tick.
 func (r *RankCore) rearm(m ModelID) {
 	st := &r.models[m]
 	r.timers.Remove(m)
+	r.early.Remove(m)
 	if st.readyAt >= 0 {
 		r.removeReady(m)
 	}
@@ -241,6 +295,10 @@ func (r *RankCore) rearm(m ModelID) {
 	st.state = modelArmed
 	st.timerAt = st.cand.ExecAt.Add(-r.dispatch(m, st.cand.BatchSize) - r.cfg.Lead)
 	r.timers.Push(m)
+	if st.cand.Backfill && r.ahead == 0 {
+		st.earlyAt = Past
+		r.early.Push(m)
+	}
 }
 
 func (r *RankCore) removeReady(m ModelID) {
@@ -283,6 +341,12 @@ func (r *RankCore) WakeAt() Time {
 	if r.timers.Len() > 0 {
 		t = r.models[r.timers.Top()].timerAt
 	}
+	if r.early.Len() > 0 {
+		t = MinTime(t, r.models[r.early.Top()].earlyAt)
+	}
+	if len(r.starved) > 0 && len(r.ready) == 0 && r.free.Len() > 0 {
+		t = Past
+	}
 	if len(r.ready) > 0 && r.free.Len() > 0 {
 		t = MinTime(t, r.gpus[r.free.Top()].freeAt.Add(-r.lead()))
 	}
@@ -301,6 +365,7 @@ func (r *RankCore) Tick(now Time) []Grant {
 			break
 		}
 		r.timers.Pop()
+		r.early.Remove(m)
 		if r.free.Len() > 0 && r.gpus[r.free.Top()].freeAt <= st.cand.ExecAt && r.ahead == 0 {
 			r.grant(m, r.free.Pop())
 			continue
@@ -331,7 +396,122 @@ func (r *RankCore) Tick(now Time) []Grant {
 		r.removeReady(best)
 		r.grant(best, r.free.Pop())
 	}
+	// Backfill timers: a held candidate whose wait cannot pay takes a GPU
+	// that no schedulable candidate needs.
+	if len(r.ready) == 0 && r.free.Len() > 0 {
+		for _, m := range r.starved {
+			st := &r.models[m]
+			st.starved = false
+			if st.state == modelArmed && st.cand.Backfill && !r.early.Contains(m) {
+				st.earlyAt = Past
+				r.early.Push(m)
+			}
+		}
+		r.starved = r.starved[:0]
+	}
+	for r.early.Len() > 0 {
+		m := r.early.Top()
+		if r.models[m].earlyAt > now {
+			break
+		}
+		r.early.Pop()
+		r.backfill(now, m)
+	}
 	return r.grants
+}
+
+// backfill grants armed model m, whose candidate may backfill
+// (Candidate.Backfill), the earliest-free GPU now, before the candidate's
+// ExecAt, if the GPU would otherwise sit idle: no candidate waits in the
+// ready set, and the other free GPUs still serve every candidate whose
+// timer fires before m's batch would end, with one GPU to spare (spare).
+// A backfill thus never takes a GPU from a candidate the rank knows of;
+// it only uses time the policy would have left idle. Otherwise the
+// backfill timer is re-armed for when that may change (the earliest GPU
+// frees, another GPU frees or a candidate in the way is due), as long as
+// that is before m's own timer; if every GPU is granted or a candidate is
+// ready, m is starved until neither holds.
+func (r *RankCore) backfill(now Time, m ModelID) {
+	st := &r.models[m]
+	if len(r.ready) > 0 || r.free.Len() == 0 {
+		if !st.starved {
+			st.starved = true
+			r.starved = append(r.starved, m)
+		}
+		return
+	}
+	c := &st.cand
+	g := r.free.Top()
+	freeAt := r.gpus[g].freeAt
+	d := r.dispatch(m, c.BatchSize)
+	retry := freeAt.Add(-d - r.cfg.Lead)
+	if retry <= now {
+		start := MaxTime(now.Add(d), freeAt)
+		// The batch's run as its ModelCore plans it against the deadline.
+		end := start.Add(c.Deadline.Sub(c.InvalidAfter))
+		ok, change := r.spare(m, g, start, end)
+		if ok {
+			r.timers.Remove(m)
+			r.grant(m, r.free.Pop())
+			r.grants[len(r.grants)-1].Backfill = true
+			return
+		}
+		retry = change.Add(-d - r.cfg.Lead)
+	}
+	if retry > now && retry < st.timerAt {
+		st.earlyAt = retry
+		r.early.Push(m)
+	}
+}
+
+// spare reports whether GPU g can be taken from start until end and still
+// leave one free GPU more than the armed candidates whose timers fire
+// before end need: whether the other GPUs free by end, less the earliest
+// of them, can still be matched, one each, to those candidates, each GPU
+// free by its candidate's ExecAt. The GPU left over is for requests not
+// yet queued: a model whose queue is empty now may form a candidate that
+// needs a GPU before end, and the backfill must not take it (without it,
+// the strongly batching models of the mixed zoo lost goodput to the weak
+// ones' backfills: scheduler/README.md, "Backfill"). If g cannot be
+// spared, spare also returns, as a start time, when that may change: when
+// the next of those GPUs frees after start or the next of those
+// candidates is due, whichever is first (Never if neither).
+func (r *RankCore) spare(m ModelID, g GPUID, start, end Time) (bool, Time) {
+	r.cut = end
+	r.bfModels = r.timers.AppendWhile(r.bfModels[:0], r.dueBeforeCut)
+	r.bfGPUs = r.free.AppendWhile(r.bfGPUs[:0], r.idleByCut)
+	r.bfNeed, r.bfFree = r.bfNeed[:0], r.bfFree[:0]
+	for _, k := range r.bfModels {
+		if k != m {
+			r.bfNeed = append(r.bfNeed, r.models[k].cand.ExecAt)
+		}
+	}
+	for _, h := range r.bfGPUs {
+		if h != g {
+			r.bfFree = append(r.bfFree, r.gpus[h].freeAt)
+		}
+	}
+	if len(r.bfFree) == 0 {
+		return false, Never // no GPU to leave over before end
+	}
+	slices.Sort(r.bfNeed)
+	slices.Sort(r.bfFree)
+	free := r.bfFree[1:] // the earliest is left over
+	j := 0
+	for i, t := range r.bfNeed {
+		for j < len(free) && free[j] <= t {
+			j++
+		}
+		if j <= i {
+			// The (i+1)th candidate finds only i GPUs free by its ExecAt.
+			change := r.bfNeed[0]
+			if k, _ := slices.BinarySearch(r.bfFree, start+1); k < len(r.bfFree) {
+				change = MinTime(change, r.bfFree[k])
+			}
+			return false, change
+		}
+	}
+	return true, Never
 }
 
 // better reports whether model a's candidate outranks model b's: the
@@ -423,6 +603,7 @@ func (r *RankCore) DetachModel(m ModelID) {
 		panic(fmt.Sprintf("scheduler: model %d detached with a grant outstanding", m))
 	}
 	r.timers.Remove(m)
+	r.early.Remove(m)
 	if st.readyAt >= 0 {
 		r.removeReady(m)
 	}
@@ -480,6 +661,7 @@ func (r *RankCore) GrantEarly(now Time, m ModelID) (Grant, bool) {
 		return Grant{}, false
 	}
 	r.timers.Remove(m)
+	r.early.Remove(m)
 	if r.models[m].readyAt >= 0 {
 		r.removeReady(m)
 	}

@@ -46,6 +46,24 @@ func (h *Heap[T]) Top() T { return h.ids[0] }
 // Contains reports whether id is in the heap.
 func (h *Heap[T]) Contains(id T) bool { return h.pos[id] >= 0 }
 
+// AppendWhile appends to dst the IDs that keep holds for, in no particular
+// order, and returns it. keep must be a bound on the heap's order (a key
+// at most some value): if it holds for an ID, it holds for every ID ordered
+// before it. Only those IDs and their children are visited, so it takes
+// O(len(appended)) steps; it allocates only if dst must grow.
+func (h *Heap[T]) AppendWhile(dst []T, keep func(T) bool) []T {
+	return h.appendFrom(dst, 0, keep)
+}
+
+func (h *Heap[T]) appendFrom(dst []T, i int, keep func(T) bool) []T {
+	if i >= len(h.ids) || !keep(h.ids[i]) {
+		return dst
+	}
+	dst = append(dst, h.ids[i])
+	dst = h.appendFrom(dst, 2*i+1, keep)
+	return h.appendFrom(dst, 2*i+2, keep)
+}
+
 // Push adds id, which must not be in the heap.
 func (h *Heap[T]) Push(id T) {
 	h.ids = append(h.ids, id)

@@ -85,3 +85,38 @@ func TestHeapAllocationFree(t *testing.T) {
 		t.Fatalf("%v allocations per cycle, want 0", allocs)
 	}
 }
+
+// AppendWhile must append exactly the IDs whose key is at most a bound,
+// without allocating once its buffer has grown.
+func TestAppendWhile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 200
+	key := make([]int, n)
+	h := New(n, func(a, b int) bool { return key[a] < key[b] || key[a] == key[b] && a < b })
+	for id := range n {
+		key[id] = rng.IntN(1000)
+		h.Push(id)
+	}
+	bound := 0
+	keep := func(id int) bool { return key[id] <= bound }
+	var buf []int
+	for _, b := range []int{-1, 0, 5, 100, 499, 999} {
+		bound = b
+		var want []int
+		for id := range n {
+			if key[id] <= b {
+				want = append(want, id)
+			}
+		}
+		buf = h.AppendWhile(buf[:0], keep)
+		got := slices.Clone(buf)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("bound %d: appended %v, want %v", b, got, want)
+		}
+	}
+	bound = 500
+	if allocs := testing.AllocsPerRun(100, func() { buf = h.AppendWhile(buf[:0], keep) }); allocs != 0 {
+		t.Fatalf("%v allocations per call, want 0", allocs)
+	}
+}
