@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 const (
@@ -51,6 +52,68 @@ func (o SearchOptions) Target() float64 {
 // Passes reports whether a run whose worst model has bad rate worst meets
 // the target: at or below it, as the documented "stays at or below 1%".
 func (o SearchOptions) Passes(worst float64) bool { return worst <= o.Target() }
+
+// MeasurableRequests is the fewest requests whose bad rate can show the
+// target: ⌈1/target⌉, 100 at 1%. Below it one bad request is already above
+// the target, so a model offered fewer would fail on a single unlucky
+// request, however light the load.
+func (o SearchOptions) MeasurableRequests() uint64 {
+	return uint64(math.Ceil(1/o.Target() - 1e-9))
+}
+
+// Judge is the search's verdict on one run, as a SearchStep without the
+// multiplier and rates: every model offered at least MeasurableRequests
+// requests must meet the target on its own (Passes), and WorstModel and
+// WorstBadRate are the worst of those (none when none had a bad request).
+// The models offered fewer, too few to measure the target alone, are
+// judged together as Sparse: their bad requests must stay within the
+// target of their requests, or of MeasurableRequests when the group holds
+// fewer (at 1%: at most one bad request in a group of under 100). A model
+// with no requests counted (a report without counts) is judged on its bad
+// rate alone. On a run whose every model was offered enough requests, the
+// verdict is the worst model's, as it has always been.
+func (o SearchOptions) Judge(r *Report) SearchStep {
+	least := o.MeasurableRequests()
+	var st SearchStep
+	var sparse SparseGroup
+	for i := range r.Models {
+		m := &r.Models[i]
+		if m.Offered > 0 && m.Offered < least {
+			sparse.Models++
+			sparse.Offered += m.Offered
+			sparse.Bad += m.Late + m.Dropped + m.Failed
+			continue
+		}
+		if m.BadRate > st.WorstBadRate {
+			st.WorstModel, st.WorstBadRate = m.Name, m.BadRate
+		}
+	}
+	if sparse.Models > 0 {
+		st.Sparse = &sparse
+	}
+	st.OK = o.Passes(st.WorstBadRate) && o.sparsePasses(st.Sparse)
+	return st
+}
+
+// sparsePasses reports whether a step's sparse models (nil: none) meet the
+// target together: bad requests within the target of their requests, or
+// of MeasurableRequests when they had fewer.
+func (o SearchOptions) sparsePasses(sp *SparseGroup) bool {
+	return sp == nil || float64(sp.Bad) <= o.Target()*float64(max(sp.Offered, o.MeasurableRequests()))
+}
+
+// why says what failed a step: its worst model's bad rate, its sparse
+// models' bad requests, or both.
+func (st SearchStep) why(o SearchOptions) string {
+	var parts []string
+	if !o.Passes(st.WorstBadRate) {
+		parts = append(parts, fmt.Sprintf("%s %.2f%% bad", st.WorstModel, 100*st.WorstBadRate))
+	}
+	if sp := st.Sparse; !o.sparsePasses(sp) {
+		parts = append(parts, fmt.Sprintf("%d bad of %d requests to the %d models offered under %d each", sp.Bad, sp.Offered, sp.Models, o.MeasurableRequests()))
+	}
+	return strings.Join(parts, "; ")
+}
 
 // Bracket is where a multiplier search ended: Lo is the largest multiplier
 // that passed (0 when none did), Hi the smallest that failed (+Inf when
@@ -113,10 +176,12 @@ func SearchMultiplier(ok func(k float64) (bool, error), prec float64, maxSteps i
 	return b, nil
 }
 
-// WorstModel is the model a goodput search judges a run by: the one with
-// the highest bad rate, the first in the report's order on a tie, and none
-// ("", 0) when no model had a bad request, since naming one model of many
-// at 0% would only point a reader at a model with nothing wrong.
+// WorstModel is the model of r with the highest bad rate, the first in
+// the report's order on a tie, and none ("", 0) when no model had a bad
+// request, since naming one model of many at 0% would only point a reader
+// at a model with nothing wrong. A goodput search judges a run by it when
+// every model was offered enough requests to measure the target; Judge
+// says how it judges the models that were not.
 func WorstModel(r *Report) (name string, badRate float64) {
 	for _, m := range r.Models {
 		if m.BadRate > badRate {
@@ -127,8 +192,9 @@ func WorstModel(r *Report) (name string, badRate float64) {
 }
 
 // FindGoodput searches for the largest multiplier of every model's rate at
-// which every model's bad rate stays within the target, run(k) being the
-// run at multiplier k, and returns the report of the best passing run with
+// which every model's bad rate stays within the target (each run judged by
+// Judge, which takes the models offered too few requests to measure the
+// target together), run(k) being the run at multiplier k, and returns the report of the best passing run with
 // the search recorded in it (Report.GoodputSearch), and the bracket. It is
 // the one goodput search of `symphony sim`, `symphony demo` and `symphony
 // bench`; only run differs.
@@ -137,7 +203,8 @@ func WorstModel(r *Report) (name string, badRate float64) {
 // multiplier, and the best passing report so far (nil when none passed; its
 // search holds the steps done), a lower bound worth keeping when each step
 // cost real time; so does an uncapped search whose target always holds.
-// When no multiplier passes, the report is nil and the error says so.
+// When no multiplier passes, the report is nil and the error says so, and
+// what failed the last (lowest) run.
 func FindGoodput(run func(k float64) (*Report, error), o SearchOptions) (*Report, Bracket, error) {
 	search := &GoodputSearch{TargetBadRate: o.Target()}
 	var best *Report
@@ -153,9 +220,8 @@ func FindGoodput(run func(k float64) (*Report, error), o SearchOptions) (*Report
 		if err != nil {
 			return false, fmt.Errorf("goodput search at %.4gx: %w", k, err)
 		}
-		st := SearchStep{Multiplier: k, OfferedRPS: rep.OfferedRPS, GoodputRPS: rep.GoodputRPS}
-		st.WorstModel, st.WorstBadRate = WorstModel(rep)
-		st.OK = o.Passes(st.WorstBadRate)
+		st := o.Judge(rep)
+		st.Multiplier, st.OfferedRPS, st.GoodputRPS = k, rep.OfferedRPS, rep.GoodputRPS
 		search.Steps = append(search.Steps, st)
 		if o.Step != nil {
 			o.Step(st)
@@ -169,7 +235,11 @@ func FindGoodput(run func(k float64) (*Report, error), o SearchOptions) (*Report
 	case err != nil:
 		return done(), b, err
 	case !b.Found():
-		return nil, b, fmt.Errorf("goodput search: a model's bad rate is above %g%% even at %.3gx the offered load", 100*o.Target(), b.Hi)
+		why := ""
+		if n := len(search.Steps); n > 0 {
+			why = " (" + search.Steps[n-1].why(o) + ")"
+		}
+		return nil, b, fmt.Errorf("goodput search: a model's bad rate is above %g%% even at %.3gx the offered load%s", 100*o.Target(), b.Hi, why)
 	}
 	return done(), b, nil
 }

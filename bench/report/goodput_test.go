@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -185,5 +186,128 @@ func TestFindGoodputFailures(t *testing.T) {
 	}
 	if rep == nil || rep.GoodputSearch.Multiplier != 1 || len(rep.GoodputSearch.Steps) != 2 || b.Steps != 2 {
 		t.Errorf("report %v, bracket %+v; want the 1x run with its 2 steps", rep, b)
+	}
+}
+
+// counted is a model report with counts: offered requests, bad of them
+// dropped, and the bad rate they make.
+func counted(name string, offered, bad uint64) ModelReport {
+	m := ModelReport{Name: name, Stats: Stats{Offered: offered, Good: offered - bad, Dropped: bad}}
+	if offered > 0 {
+		m.BadRate = float64(bad) / float64(offered)
+	}
+	return m
+}
+
+// sparseRuns is a cluster whose busy model goes bad above 1.3x, beside a
+// rare model offered 6 requests at any load, one of which is bad: the
+// Figure 7 Nexus cell whose search fell to x0.0001 on one bad request in
+// six.
+func sparseRuns(k float64) (*Report, error) {
+	busy := counted("busy", uint64(1000*k), 0)
+	if k > 1.3 {
+		busy = counted("busy", uint64(1000*k), uint64(100*k))
+	}
+	r := &Report{Models: []ModelReport{busy, counted("rare", 6, 1)}}
+	r.OfferedRPS, r.GoodputRPS = 100*k+0.6, float64(busy.Good)/10+0.5
+	return r, nil
+}
+
+// A model offered too few requests to measure 1% cannot decide the
+// goodput alone: the search finds the busy model's limit.
+func TestFindGoodputSparseModel(t *testing.T) {
+	rep, b, err := FindGoodput(sparseRuns, SearchOptions{Precision: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.GoodputSearch
+	if s.Multiplier != 1.296875 || b.Hi != 1.3125 {
+		t.Errorf("goodput at %gx below %gx, want 1.296875 below 1.3125, where the busy model fails", s.Multiplier, b.Hi)
+	}
+	for _, st := range s.Steps {
+		if !st.OK && st.WorstModel != "busy" {
+			t.Errorf("step %+v failed on %q, want only the busy model to fail a step", st, st.WorstModel)
+		}
+	}
+}
+
+func TestJudge(t *testing.T) {
+	o := SearchOptions{}
+	if n := o.MeasurableRequests(); n != 100 {
+		t.Fatalf("MeasurableRequests at 1%% = %d, want 100", n)
+	}
+	if n := (SearchOptions{TargetBadRate: 0.003}).MeasurableRequests(); n != 334 {
+		t.Errorf("MeasurableRequests at 0.3%% = %d, want 334", n)
+	}
+	for _, c := range []struct {
+		name    string
+		models  []ModelReport
+		ok      bool
+		worst   string
+		sparse  *SparseGroup
+		because string
+	}{
+		{"every model measured", []ModelReport{counted("a", 1000, 10), counted("b", 100, 1)}, true, "a", nil,
+			"1% of 1000 and of 100 are within the target"},
+		{"a measured model over", []ModelReport{counted("a", 1000, 11), counted("b", 5, 0)}, false, "a", &SparseGroup{1, 5, 0},
+			"1.1% is over the target, however the sparse ones fare"},
+		{"one bad in a small group", []ModelReport{counted("a", 1000, 0), counted("b", 6, 1), counted("c", 40, 0)}, true, "", &SparseGroup{2, 46, 1},
+			"one bad request in fewer than 100 is within 1% of 100"},
+		{"two bad in a small group", []ModelReport{counted("a", 1000, 0), counted("b", 6, 1), counted("c", 40, 1)}, false, "", &SparseGroup{2, 46, 2},
+			"two are not"},
+		{"a measurable group", []ModelReport{counted("b", 99, 1), counted("c", 99, 1), counted("d", 99, 0)}, true, "", &SparseGroup{3, 297, 2},
+			"2 of 297 is within 1%"},
+		{"a measurable group over", []ModelReport{counted("b", 99, 1), counted("c", 99, 1), counted("d", 99, 1)}, false, "", &SparseGroup{3, 297, 3},
+			"3 of 297 is not, though each model's one in 99 would pass alone at 100"},
+		{"no counts", []ModelReport{{Name: "a", Stats: Stats{BadRate: 0.02}}}, false, "a", nil,
+			"a report without counts is judged on its bad rates"},
+		{"nothing offered", []ModelReport{counted("a", 0, 0), counted("b", 500, 0)}, true, "", nil,
+			"a model with no request is no sparse model"},
+	} {
+		st := o.Judge(&Report{Models: c.models})
+		if st.OK != c.ok || st.WorstModel != c.worst || !reflect.DeepEqual(st.Sparse, c.sparse) {
+			t.Errorf("%s: ok %v, worst %q, sparse %+v; want %v, %q, %+v (%s)", c.name, st.OK, st.WorstModel, st.Sparse, c.ok, c.worst, c.sparse, c.because)
+		}
+	}
+}
+
+// When nothing passes, the error says what failed the last step tried.
+func TestFindGoodputSaysWhy(t *testing.T) {
+	never := func(float64) (*Report, error) {
+		return &Report{Models: []ModelReport{counted("a", 1000, 0), counted("b", 6, 2)}}, nil
+	}
+	_, _, err := FindGoodput(never, SearchOptions{MaxSteps: 2})
+	if err == nil || !strings.Contains(err.Error(), "above 1% even at 0.5x the offered load (2 bad of 6 requests to the 1 models offered under 100 each)") {
+		t.Errorf("err %v", err)
+	}
+}
+
+// The human table shows the sparse models of a step, and only when a step
+// had some.
+func TestWriteTableSparseColumn(t *testing.T) {
+	rep, _, err := FindGoodput(sparseRuns, SearchOptions{Precision: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"sparse bad/offered (models)", " 1/6 (1) ", "sparse: the models offered under 100 requests in a run, judged together"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	rep, _, err = FindGoodput(fakeRuns, SearchOptions{Precision: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "sparse") {
+		t.Errorf("a search without sparse models shows them:\n%s", b.String())
 	}
 }

@@ -32,6 +32,9 @@ type Report struct {
 
 	// Latency holds every answered request's end-to-end latency, for plots.
 	Latency *Histogram `json:"-"`
+	// Queueing holds every started request's time from arrival to the
+	// start of its batch (the paper's queuing delay, Figure 9), for plots.
+	Queueing *Histogram `json:"-"`
 }
 
 // Stats are the fields reported for the whole run and for each model.
@@ -113,14 +116,28 @@ type GoodputSearch struct {
 	Steps         []SearchStep `json:"steps"`
 }
 
-// SearchStep is one run of a goodput search.
+// SearchStep is one run of a goodput search. WorstModel and WorstBadRate
+// are the worst of the models judged on their own; Sparse, when the run
+// offered some models too few requests to measure the target alone, is
+// those models judged together (SearchOptions.Judge).
 type SearchStep struct {
-	Multiplier   float64 `json:"multiplier"`
-	OfferedRPS   float64 `json:"offered_rps"`
-	GoodputRPS   float64 `json:"goodput_rps"`
-	WorstBadRate float64 `json:"worst_bad_rate"`
-	WorstModel   string  `json:"worst_model"`
-	OK           bool    `json:"ok"`
+	Multiplier   float64      `json:"multiplier"`
+	OfferedRPS   float64      `json:"offered_rps"`
+	GoodputRPS   float64      `json:"goodput_rps"`
+	WorstBadRate float64      `json:"worst_bad_rate"`
+	WorstModel   string       `json:"worst_model"`
+	Sparse       *SparseGroup `json:"sparse,omitempty"`
+	OK           bool         `json:"ok"`
+}
+
+// SparseGroup is the models of a run that were each offered fewer requests
+// than can measure the search's target (SearchOptions.MeasurableRequests),
+// judged as one: how many such models, and their requests and bad
+// (dropped, failed or late) requests together.
+type SparseGroup struct {
+	Models  int    `json:"models"`
+	Offered uint64 `json:"offered"`
+	Bad     uint64 `json:"bad"`
 }
 
 // TimePoint summarizes one interval of a run.

@@ -154,22 +154,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 
 	if g := r.GoodputSearch; g != nil {
-		ew.printf("\ngoodput search (target bad rate <= %s%% for every model)\n", fmtNum(100*g.TargetBadRate, 2))
-		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "multiplier\toffered rps\tgoodput rps\tworst bad %\tworst model\tok\t\n")
-		for _, st := range g.Steps {
-			ok := "no"
-			if st.OK {
-				ok = "yes"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", fmtNum(st.Multiplier, 4),
-				fmtNum(st.OfferedRPS, 1), fmtNum(st.GoodputRPS, 1),
-				fmtNum(100*st.WorstBadRate, 2), orDash(st.WorstModel), ok)
-		}
-		if err := tw.Flush(); err != nil && ew.err == nil {
-			ew.err = err
-		}
-		ew.printf("goodput %s req/s at multiplier %s\n", fmtNum(g.GoodputRPS, 1), fmtNum(g.Multiplier, 4))
+		writeGoodputSearch(ew, g)
 	}
 	if f := r.Faults; f != nil {
 		writeFaults(ew, f)
@@ -422,6 +407,49 @@ func finite(f float64) float64 {
 		return 0
 	}
 	return f
+}
+
+// writeGoodputSearch writes a search's steps. The sparse column, the
+// models offered too few requests to be judged alone, appears only when a
+// step had such models.
+func writeGoodputSearch(ew *errWriter, g *GoodputSearch) {
+	ew.printf("\ngoodput search (target bad rate <= %s%% for every model)\n", fmtNum(100*g.TargetBadRate, 2))
+	sparse := false
+	for _, st := range g.Steps {
+		sparse = sparse || st.Sparse != nil
+	}
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "multiplier\toffered rps\tgoodput rps\tworst bad %\tworst model\t")
+	if sparse {
+		fmt.Fprint(tw, "sparse bad/offered (models)\t")
+	}
+	fmt.Fprint(tw, "ok\t\n")
+	for _, st := range g.Steps {
+		ok := "no"
+		if st.OK {
+			ok = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtNum(st.Multiplier, 4),
+			fmtNum(st.OfferedRPS, 1), fmtNum(st.GoodputRPS, 1),
+			fmtNum(100*st.WorstBadRate, 2), orDash(st.WorstModel))
+		if sparse {
+			col := "-"
+			if sp := st.Sparse; sp != nil {
+				col = fmt.Sprintf("%d/%d (%d)", sp.Bad, sp.Offered, sp.Models)
+			}
+			fmt.Fprintf(tw, "%s\t", col)
+		}
+		fmt.Fprintf(tw, "%s\t\n", ok)
+	}
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		ew.err = err
+	}
+	if sparse {
+		least := SearchOptions{TargetBadRate: g.TargetBadRate}.MeasurableRequests()
+		ew.printf("sparse: the models offered under %d requests in a run, judged together: their bad requests within %s%% of their requests, or of %d\n",
+			least, fmtNum(100*g.TargetBadRate, 2), least)
+	}
+	ew.printf("goodput %s req/s at multiplier %s\n", fmtNum(g.GoodputRPS, 1), fmtNum(g.Multiplier, 4))
 }
 
 // fmtNum formats f for humans with prec decimals, non-finite values as 0.

@@ -9,7 +9,8 @@ import (
 type GoodputOptions struct {
 	Options
 	// TargetBadRate is the largest bad rate any model may have; 0 means 1%,
-	// the paper's p99-within-SLO goodput.
+	// the paper's p99-within-SLO goodput. Models offered too few requests
+	// to measure it are judged together (report.SearchOptions.Judge).
 	TargetBadRate float64
 	// Precision is the relative width at which the search stops; 0 means 0.5%.
 	Precision float64

@@ -40,7 +40,8 @@ func (c Config) transfer(m int) time.Duration {
 // Share is one model's slice of one GPU.
 type Share struct {
 	Model int
-	// Fraction of the GPU's time the model's load needs.
+	// Fraction of the GPU's time the model's load needs; 0 on a spare GPU,
+	// one the packing left empty and Allocate gave the model for bursts.
 	Fraction float64
 }
 
@@ -58,13 +59,16 @@ type Allocation struct {
 // whole GPUs are dedicated, and the fractional remainders are packed
 // first-fit-decreasing onto shared GPUs whose round-robin duty cycle still
 // meets every hosted model's SLO. The needs are scaled up as far as the
-// packing still fits the cluster, so spare GPUs become spare capacity.
+// packing still fits the cluster, so spare GPUs become spare capacity; and
+// a GPU that no scale fills (when the residuals cannot share GPUs, each
+// takes a whole one, and the next scale up needs a GPU per model more than
+// there are) goes to a model as a spare (spread).
 func Allocate(cfg Config) Allocation {
 	batch, need, total := needs(cfg)
 	// Binary search for the largest scale that packs without overcommit.
 	lo, hi := 0.0, float64(cfg.GPUs)/total
 	if a, ok := pack(cfg, batch, need, hi, false); ok {
-		return a
+		return spread(a, need)
 	}
 	best, ok := pack(cfg, batch, need, lo, false)
 	if !ok {
@@ -72,7 +76,7 @@ func Allocate(cfg Config) Allocation {
 		// than GPUs, or SLOs too tight to share): overcommit at full scale,
 		// so that load still decides where models go.
 		a, _ := pack(cfg, batch, need, hi, true)
-		return a
+		return spread(a, need)
 	}
 	for i := 0; i < 30; i++ {
 		mid := (lo + hi) / 2
@@ -82,7 +86,66 @@ func Allocate(cfg Config) Allocation {
 			hi = mid
 		}
 	}
-	return best
+	return spread(best, need)
+}
+
+// spread gives each GPU that hosts nothing in a to the model with the
+// most load for the capacity it has (need over Capacity summed over its
+// GPUs; the first model on a tie), as a spare share of Fraction 0, which
+// adds a whole GPU to that model's capacity. Packing leaves GPUs empty
+// where residuals cannot share one: 20 like models on 32 GPUs whose
+// batches are too long for two to share a GPU take a GPU each at the best
+// scale, since any larger scale gives every model a residual that needs a
+// GPU of its own, 40 in all; the other 12 would sit idle while the models'
+// queues overflow on a burst.
+func spread(a Allocation, need []float64) Allocation {
+	var capacity []float64
+	for g := range a.GPUs {
+		if len(a.GPUs[g]) > 0 {
+			continue
+		}
+		if capacity == nil {
+			capacity = make([]float64, len(need))
+			for h := range a.GPUs {
+				for i, s := range a.GPUs[h] {
+					capacity[s.Model] += a.Capacity(h, i)
+				}
+			}
+		}
+		best := 0
+		for m := range need {
+			// need[m]/capacity[m] > need[best]/capacity[best], without
+			// dividing: a model with need and no capacity comes first.
+			if need[m]*capacity[best] > need[best]*capacity[m] {
+				best = m
+			}
+		}
+		a.GPUs[g] = append(a.GPUs[g], Share{Model: best})
+		capacity[best]++
+	}
+	return a
+}
+
+// Capacity is the share of GPU g's time that its i-th hosted model can
+// use: the model's Fraction plus an even split of the time no hosted
+// model's load needs (none when the GPU is overcommitted). A GPU that
+// hosts one model is all its capacity, however little of it the model's
+// load needs. Frontends weight their routes by it, so that a model's load,
+// and its bursts, spread over its GPUs by what each can take, not by the
+// load the packing happened to leave on each: a model on one whole GPU
+// and a residual 0.1 of another, alone there, sends half its requests to
+// each, not one in eleven to the second.
+func (a Allocation) Capacity(g, i int) float64 {
+	shares := a.GPUs[g]
+	var load float64
+	for _, s := range shares {
+		load += s.Fraction
+	}
+	c := shares[i].Fraction
+	if load < 1 {
+		c += (1 - load) / float64(len(shares))
+	}
+	return c
 }
 
 // needs returns each model's batch limit and the GPUs its load needs at
@@ -295,8 +358,8 @@ func New(cfg Config) (*Cluster, error) {
 	c.routes = make([][]route, len(cfg.Models))
 	for g, shares := range c.alloc.GPUs {
 		c.gpus[g] = gpu{busyUntil: scheduler.Past, wakeAt: scheduler.Never}
-		for _, s := range shares {
-			c.routes[s.Model] = append(c.routes[s.Model], route{gpu: g, queue: len(c.gpus[g].queues), weight: s.Fraction})
+		for i, s := range shares {
+			c.routes[s.Model] = append(c.routes[s.Model], route{gpu: g, queue: len(c.gpus[g].queues), weight: c.alloc.Capacity(g, i)})
 			c.gpus[g].queues = append(c.gpus[g].queues, gpuQueue{model: s.Model})
 		}
 	}

@@ -306,3 +306,84 @@ func packable(cfg Config) bool {
 	_, ok := pack(cfg, batch, need, 0, false)
 	return ok
 }
+
+// Twenty like models on 32 GPUs (Figure 7's even cells): no residual can
+// share a GPU (two batches of 6 plus one more run 34ms, over the 25ms SLO),
+// so packing takes one GPU per model, and a scale that gave any model a
+// second GPU would need 40. The other 12 GPUs must not sit idle: each goes
+// to a model as a spare, and its frontends route to it.
+func TestAllocateSpreadsSpareGPUs(t *testing.T) {
+	prof := profile.MustLinear(1053*time.Microsecond, 5072*time.Microsecond, 0)
+	cfg := Config{GPUs: 32, Delays: scheduler.Delays{Ctrl: 100 * time.Microsecond, DataPerRequest: 20 * time.Microsecond, Result: 100 * time.Microsecond}}
+	for range 20 {
+		cfg.Models = append(cfg.Models, serving.Demand{Model: serving.Model{Profile: prof, SLO: 25 * ms}, Rate: 100})
+	}
+	a := Allocate(cfg)
+	gpus := make([]int, len(cfg.Models))
+	for g, shares := range a.GPUs {
+		if len(shares) != 1 {
+			t.Fatalf("GPU %d hosts %d models, want 1: %v", g, len(shares), a.GPUs)
+		}
+		gpus[shares[0].Model]++
+	}
+	for m, n := range gpus {
+		if n < 1 || n > 2 {
+			t.Errorf("model %d on %d GPUs, want 1 or 2 (32 GPUs for 20 like models): %v", m, n, gpus)
+		}
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m, rs := range c.routes {
+		for _, r := range rs {
+			if r.weight != 1 {
+				t.Errorf("model %d routes to GPU %d with weight %g, want 1 (a GPU of its own)", m, r.gpu, r.weight)
+			}
+		}
+	}
+}
+
+// A model's requests spread over its GPUs by what each can take: model 0
+// needs 1.5 GPUs at the best scale, a whole GPU and half of one it has to
+// itself (model 1 takes the third; no two models can share one), so its
+// frontend sends it every other request on each, not two in three to the
+// whole GPU while the other idles half the time.
+func TestRoutesFollowCapacity(t *testing.T) {
+	prof := profile.MustLinear(ms, 5*ms, 0)
+	cfg := Config{GPUs: 3, Models: []serving.Demand{
+		{Model: serving.Model{Profile: prof, SLO: 25 * ms}, Rate: 150},
+		{Model: serving.Model{Profile: prof, SLO: 25 * ms}, Rate: 100},
+	}}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := c.routes[0]; len(rs) != 2 {
+		t.Fatalf("model 0 has %d routes, want 2: %v", len(rs), c.alloc.GPUs)
+	}
+	perGPU := map[scheduler.GPUID]int{}
+	// One request every 20ms: each runs alone as soon as it arrives.
+	for i := range 60 {
+		now := scheduler.Time(time.Duration(i) * 20 * ms)
+		out := c.Arrive(now, 0, scheduler.Request{ID: scheduler.RequestID(i), Arrival: now, Deadline: now.Add(25 * ms)})
+		for len(out.Plans) == 0 && c.WakeAt() <= now.Add(time.Millisecond) {
+			out = c.Tick(c.WakeAt())
+		}
+		if len(out.Plans) != 1 || len(out.Drops) != 0 {
+			t.Fatalf("request %d: %d plans, %d drops", i, len(out.Plans), len(out.Drops))
+		}
+		perGPU[out.Plans[0].GPU]++
+		for c.WakeAt() < now.Add(20*ms) {
+			c.Tick(c.WakeAt())
+		}
+	}
+	if len(perGPU) != 2 {
+		t.Fatalf("model 0 ran on %v", perGPU)
+	}
+	for g, n := range perGPU {
+		if n != 30 {
+			t.Errorf("GPU %d ran %d of model 0's 60 requests, want 30: %v", g, n, perGPU)
+		}
+	}
+}
