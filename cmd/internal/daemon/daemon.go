@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/symphony-serving/symphony/transport/tcp"
 )
 
 // DefaultPprofAddr is where profiles are served unless --pprof-addr says
@@ -84,9 +86,14 @@ func (f *Flags) Resolve(fs *flag.FlagSet, stdout io.Writer, env Lookup, sections
 // Resolved is the configuration Resolve produced (nil before it).
 func (f *Flags) Resolved() *Resolved { return f.resolved }
 
-// Logger is the process's logger on w, as the flags ask.
+// Logger is the process's logger on w, as the flags ask. The TCP
+// library's own log lines go to it too (tcp.RouteLibraryLog), so that
+// every line on w keeps the format --log-format chose.
 func (f *Flags) Logger(w io.Writer) zerolog.Logger {
 	log := NewLogger(w, f.LogFormat, f.Verbose, time.Now)
+	if err := tcp.RouteLibraryLog(log); err != nil {
+		log.Warn().Err(err).Msg("the TCP library's log stays on stderr")
+	}
 	if f.resolved != nil && f.resolved.File() != "" {
 		log.Debug().Str("file", f.resolved.File()).Msg("configuration read")
 	}

@@ -1,0 +1,30 @@
+package tcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+func TestLibraryLogLinesBecomeRecords(t *testing.T) {
+	var out bytes.Buffer
+	w := libraryLogWriter{zerolog.New(&out)}
+	in := "2026/11/27 22:58:35 NETPOLL: readall(fd=15)=4 before close: connection reset by peer\n"
+	if n, err := w.Write([]byte(in)); n != len(in) || err != nil {
+		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(in))
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d records for one line: %q", len(lines), out.String())
+	}
+	var rec struct{ Level, Library, Message string }
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatalf("record %q: %v", lines[0], err)
+	}
+	if rec.Level != "warn" || rec.Library != "netpoll" || rec.Message != "NETPOLL: readall(fd=15)=4 before close: connection reset by peer" {
+		t.Errorf("record %+v", rec)
+	}
+}
