@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/symphony
 PKGS    := ./...
 
-.PHONY: build test lint bench demo experiments fuzz clean onnxruntime models onnx-acceptance deploy-check proto
+.PHONY: build test lint bench demo experiments check-experiments record-experiments fuzz clean onnxruntime models onnx-acceptance deploy-check proto
 
 # The production binary and the bench harness, side by side: symphony runs
 # its bench commands (sim, demo, bench) through symphony-bench.
@@ -16,10 +16,12 @@ build:
 	$(GO) build $(BUILDFLAGS) -o $(BIN) ./cmd/symphony
 	$(GO) build $(BUILDFLAGS) -o bin/symphony-bench ./cmd/symphony-bench
 
-# The README's test command: every package, with the race detector.
+# The README's test command: every package, with the race detector, then
+# the paper's evaluations against their recorded figures.
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+	$(MAKE) check-experiments
 
 # ONNX Runtime's shared library for the ONNX executor (backend/onnx), from
 # the npm package onnxruntime-node, which ships it for linux/x64; into a
@@ -119,16 +121,28 @@ bench: build
 demo: build
 	$(BIN) demo
 
-# The paper's experiments recorded in docs/benchmarks.md.
+# The paper's evaluations, one command each (bench/experiment; `symphony
+# experiment list`), in full: CSV, JSON and the figures (SVG, PNG) in
+# out/experiments/NAME; then the cost planner's study, which is not a
+# figure of the Symphony paper.
 experiments: build
-	$(BIN) sim -f testdata/workloads/table4-resnet50.yaml --compare --find-goodput --plot out/table4-resnet50
-	$(BIN) sim -f testdata/workloads/table4-inceptionresnetv2.yaml --compare --find-goodput --plot out/table4-inceptionresnetv2
-	$(BIN) sim -f testdata/workloads/mixed-1080ti.yaml --compare --find-goodput
-	bench/scripts/mixed-sweep.sh $(BIN)
-	$(BIN) sim -f testdata/workloads/flat-top.yaml --find-goodput --sweep 0.25,0.5,0.75,1,1.25,1.5,2 --plot out/flat-top
-	$(BIN) sim -f testdata/workloads/large-cluster-daily.yaml --plot out/large-cluster-daily
-	$(BIN) partition experiment --csv out/partition/experiment.csv --plot out/partition
+	$(BIN) experiment all --out out/experiments
 	$(BIN) provision experiment --instances 500 --seed 1 --csv out/provision/experiment.csv
+
+# Every deterministic evaluation (the simulator's) rerun and compared, to
+# the printed digit, with the figures recorded in testdata/experiments:
+# the quick set and the full one. A difference fails with the figures that
+# moved. After a change meant to move them, record-experiments rewrites
+# the recordings; commit them with the docs/benchmarks.md figures they feed.
+EXPERIMENTS_OUT := out/experiments-check
+check-experiments: build
+	mkdir -p $(EXPERIMENTS_OUT)
+	$(BIN) experiment all --quick --check testdata/experiments --out $(EXPERIMENTS_OUT)/quick --quiet > $(EXPERIMENTS_OUT)/quick.txt
+	$(BIN) experiment all --check testdata/experiments --out $(EXPERIMENTS_OUT)/full --quiet > $(EXPERIMENTS_OUT)/full.txt
+record-experiments: build
+	mkdir -p $(EXPERIMENTS_OUT)
+	$(BIN) experiment all --quick --record testdata/experiments --out $(EXPERIMENTS_OUT)/quick --quiet > $(EXPERIMENTS_OUT)/quick.txt
+	$(BIN) experiment all --record testdata/experiments --out $(EXPERIMENTS_OUT)/full --quiet > $(EXPERIMENTS_OUT)/full.txt
 
 # A short fuzzing pass over every decoder of external bytes.
 fuzz:

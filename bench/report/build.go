@@ -222,7 +222,7 @@ func Build(m *Measurement) *Report {
 		total.Merge(&mc.Counts)
 	}
 	rep.Stats = total.Stats(seconds)
-	rep.Latency = &total.Latency
+	rep.Latency, rep.Queueing = &total.Latency, &total.Queueing
 	if len(m.GPUBusy) > 0 {
 		var busy float64
 		for _, b := range m.GPUBusy {

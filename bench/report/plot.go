@@ -475,3 +475,65 @@ func timelineBadRatePlot(r *Report) (*plot.Plot, error) {
 		{"dropped, failed or late", func(tp TimePoint) float64 { return 100 * tp.BadRate }},
 	})
 }
+
+// BarSeries is one set of bars of a WriteBarPlot chart: a value for each
+// group, NaN where it has none.
+type BarSeries struct {
+	Label  string
+	Values []float64
+	// Color picks the bars' color (SeriesColor(Color)).
+	Color int
+}
+
+// WriteBarPlot writes a grouped bar chart, one group per name in groups and
+// one bar per series within each group (a paper's "goodput by system for
+// each setting"), as dir/name.svg and dir/name.png, and returns the paths.
+// The Y axis starts at 0. NaN values draw no bar; with no groups or no
+// series it writes nothing and returns no error.
+func WriteBarPlot(dir, name, title, yLabel string, groups []string, series []BarSeries) ([]string, error) {
+	if err := checkPlotName(name); err != nil {
+		return nil, fmt.Errorf("report: WriteBarPlot: %w", err)
+	}
+	if len(groups) == 0 || len(series) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	p.Legend.Top = true
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = nil // the X axis is nominal: no vertical grid
+	p.Add(grid)
+	width := min(vg.Points(30), vg.Points(360/float64(len(groups)*len(series))))
+	for i, s := range series {
+		if len(s.Values) != len(groups) {
+			return nil, fmt.Errorf("report: WriteBarPlot: series %q has %d values for %d groups", s.Label, len(s.Values), len(groups))
+		}
+		values := make(plotter.Values, len(groups))
+		for j, v := range s.Values {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				values[j] = v
+			}
+		}
+		bars, err := plotter.NewBarChart(values, width)
+		if err != nil {
+			return nil, fmt.Errorf("report: WriteBarPlot: series %q: %w", s.Label, err)
+		}
+		bars.Color = colorOf(s.Color)
+		bars.LineStyle.Width = 0
+		bars.Offset = vg.Length(float64(i)-float64(len(series)-1)/2) * width
+		p.Add(bars)
+		p.Legend.Add(s.Label, bars)
+	}
+	p.NominalX(groups...)
+	addHeadroom(p, 0.25)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: WriteBarPlot: %w", err)
+	}
+	paths, err := savePlot(p, dir, name)
+	if err != nil {
+		return paths, fmt.Errorf("report: WriteBarPlot: %w", err)
+	}
+	return paths, nil
+}

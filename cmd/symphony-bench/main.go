@@ -61,6 +61,14 @@ Usage:
                [--time-limit D] [--engines LIST] [--json] [--csv F] [--plot DIR]
       Compare the partitioning engines on random instances (Appendix A.2).
 
+  symphony-bench experiment NAME|all|list [--quick] [--out DIR] [--json]
+               [--workers N] [--check DIR | --record DIR]
+      Rerun one of the paper's evaluations (table4, fig4, fig6, fig7, fig8, fig9,
+      fig10, fig11, fig13, fig14, fig15): its CSV, JSON and the figure drawn from
+      our run (SVG, PNG) in DIR/NAME, and a table with the paper's numbers beside
+      ours. --check compares the figures with the recorded ones
+      (testdata/experiments; make check-experiments).
+
   symphony-bench etcd [--listen ADDR] [--data-dir DIR]
       A single-member etcd in this process, for trying the live control plane's
       processes (symphony scheduler|backend|frontend|controller --etcd) on one
@@ -95,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runProfile(args[1:], stdout, stderr)
 	case args[0] == "models":
 		err = runModels(args[1:], stdout, stderr)
+	case args[0] == "experiment":
+		err = runExperiment(args[1:], stdout, stderr)
 	case args[0] == "etcd":
 		err = runEtcd(args[1:], stdout, stderr)
 	case args[0] == "partition" && len(args) > 1 && args[1] == "experiment":

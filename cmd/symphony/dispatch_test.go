@@ -19,6 +19,7 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"sim", "-f", "x"}, true},
 		{[]string{"demo"}, true},
 		{[]string{"profile", "--model", "cnn"}, true},
+		{[]string{"experiment", "fig4", "--quick"}, true},
 		{[]string{"bench", "slowclients"}, true},
 		{[]string{"partition", "experiment"}, true},
 		{[]string{"partition", "-f", "m.yaml"}, false},

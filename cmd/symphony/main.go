@@ -67,7 +67,7 @@ Usage:
       Compare the planner, its baselines, the brute force and Scrooge's MILP
       on random applications (Harpagon §IV-B).
 
-The bench harness's commands (sim, demo, bench, profile, partition experiment) live in
+The bench harness's commands (sim, demo, bench, profile, experiment, partition experiment) live in
 the symphony-bench binary, which 'symphony COMMAND' runs from beside this one
 or from PATH: see 'symphony-bench -h'.
 
@@ -143,7 +143,7 @@ func benchCommand(args []string) bool {
 		return false
 	}
 	switch args[0] {
-	case "sim", "demo", "bench", "profile":
+	case "sim", "demo", "bench", "profile", "experiment":
 		return true
 	case "partition":
 		return len(args) > 1 && args[1] == "experiment"
