@@ -144,6 +144,22 @@ func (s spec) yaml() string {
 	return b.String()
 }
 
+// gridSpec is a grid cell's spec: 10 s of measurement after 2 s of warmup,
+// or 4 s after 1 s in a quick run, with the paper's network delays.
+func (r *Run) gridSpec(seed uint64, gpus int, p scheduler.Policy, load string) spec {
+	s := spec{seed: seed, duration: 10 * time.Second, warmup: 2 * time.Second, gpus: gpus, policy: p, load: load}
+	if r.Quick {
+		s.duration, s.warmup = 4*time.Second, time.Second
+	}
+	return s
+}
+
+// searchCell is the goodput search of spec s, named name.
+func searchCell(name string, s spec) (cell, error) {
+	w, err := s.workload(name)
+	return cell{name: name, w: w, search: true}, err
+}
+
 // workload parses the spec; a spec that does not parse is a bug in the
 // experiment, reported with the YAML.
 func (s spec) workload(name string) (*workload.Workload, error) {

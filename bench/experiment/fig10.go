@@ -151,17 +151,12 @@ func runFig11(r *Run) error {
 	for _, p := range systems {
 		for _, g := range gpus {
 			for _, seed := range seeds {
-				s := spec{seed: seed, duration: 10 * time.Second, warmup: 2 * time.Second, gpus: g, policy: p,
-					load: zooLoad("table4", []string{"ResNet50"}, 20, 100*time.Millisecond, math.Round(staggeredRate(ms, 100*time.Millisecond, g)), "even", "poisson")}
-				if r.Quick {
-					s.duration, s.warmup = 4*time.Second, time.Second
-				}
-				name := fmt.Sprintf("%s on %d GPUs, seed %d", p, g, seed)
-				w, err := s.workload(name)
+				c, err := searchCell(fmt.Sprintf("%s on %d GPUs, seed %d", p, g, seed),
+					r.gridSpec(seed, g, p, zooLoad("table4", []string{"ResNet50"}, 20, 100*time.Millisecond, math.Round(staggeredRate(ms, 100*time.Millisecond, g)), "even", "poisson")))
 				if err != nil {
 					return err
 				}
-				cells = append(cells, cell{name: name, w: w, search: true})
+				cells = append(cells, c)
 			}
 		}
 	}
@@ -247,17 +242,13 @@ func runFig13(r *Run) error {
 			for _, d := range delays[rng] {
 				points = append(points, point{rng, slo, d})
 				for _, seed := range seeds {
-					s := spec{seed: seed, duration: 10 * time.Second, warmup: 2 * time.Second, gpus: 32, policy: scheduler.PolicySymphony,
-						network: latencyNetwork(d), load: zooLoad("table4", []string{"ResNet50"}, 20, slo, math.Round(staggeredRate(ms, slo, 32)), "even", "poisson")}
-					if r.Quick {
-						s.duration, s.warmup = 4*time.Second, time.Second
-					}
-					name := fmt.Sprintf("%s %s latency %s seed %d", rng, slo, d, seed)
-					w, err := s.workload(name)
+					s := r.gridSpec(seed, 32, scheduler.PolicySymphony, zooLoad("table4", []string{"ResNet50"}, 20, slo, math.Round(staggeredRate(ms, slo, 32)), "even", "poisson"))
+					s.network = latencyNetwork(d)
+					c, err := searchCell(fmt.Sprintf("%s %s latency %s seed %d", rng, slo, d, seed), s)
 					if err != nil {
 						return err
 					}
-					cells = append(cells, cell{name: name, w: w, search: true})
+					cells = append(cells, c)
 				}
 			}
 		}

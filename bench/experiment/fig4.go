@@ -145,12 +145,11 @@ func runFig4(r *Run) error {
 				if err != nil {
 					return err
 				}
-				name := fmt.Sprintf("%s, %s, seed %d", c.name(), p, seed)
-				w, err := s.workload(name)
+				sc, err := searchCell(fmt.Sprintf("%s, %s, seed %d", c.name(), p, seed), s)
 				if err != nil {
 					return err
 				}
-				cells = append(cells, cell{name: name, w: w, search: true})
+				cells = append(cells, sc)
 			}
 		}
 	}

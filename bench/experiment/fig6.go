@@ -82,12 +82,11 @@ func runFig6(r *Run) error {
 				if r.Quick {
 					s.duration, s.warmup = 4*time.Second, time.Second
 				}
-				name := fmt.Sprintf("%s/%s %s", z, sub, sys.label)
-				w, err := s.workload(name)
+				c, err := searchCell(fmt.Sprintf("%s/%s %s", z, sub, sys.label), s)
 				if err != nil {
 					return err
 				}
-				cells = append(cells, cell{name: name, w: w, search: true})
+				cells = append(cells, c)
 			}
 		}
 	}

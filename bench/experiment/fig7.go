@@ -77,17 +77,12 @@ func runFig7(r *Run) error {
 			slo *= time.Millisecond
 			points = append(points, point{su, slo})
 			for _, p := range fig7Systems {
-				s := spec{seed: 42, duration: 10 * time.Second, warmup: 2 * time.Second, gpus: 32, policy: p,
-					load: zooLoad("table4", []string{"ResNet50"}, 20, slo, math.Round(staggeredRate(ms, slo, 32)), su.popularity, su.arrival)}
-				if r.Quick {
-					s.duration, s.warmup = 4*time.Second, time.Second
-				}
-				name := fmt.Sprintf("%s %s %s %s", su.popularity, su.arrival, slo, p)
-				w, err := s.workload(name)
+				c, err := searchCell(fmt.Sprintf("%s %s %s %s", su.popularity, su.arrival, slo, p),
+					r.gridSpec(42, 32, p, zooLoad("table4", []string{"ResNet50"}, 20, slo, math.Round(staggeredRate(ms, slo, 32)), su.popularity, su.arrival)))
 				if err != nil {
 					return err
 				}
-				cells = append(cells, cell{name: name, w: w, search: true})
+				cells = append(cells, c)
 			}
 		}
 	}

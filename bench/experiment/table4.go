@@ -77,12 +77,11 @@ func runTable4(r *Run) ([][]outcome, error) {
 	var cells []cell
 	for _, m := range table4Models {
 		for _, p := range table4Policies {
-			name := m.name + "/" + p.String()
-			w, err := m.spec(r.Quick, p).workload(name)
+			c, err := searchCell(m.name+"/"+p.String(), m.spec(r.Quick, p))
 			if err != nil {
 				return nil, err
 			}
-			cells = append(cells, cell{name: name, w: w, search: true})
+			cells = append(cells, c)
 		}
 	}
 	flat, err := r.simulate(cells)
