@@ -89,8 +89,10 @@ func TestThreeProcessWalkthrough(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			t.Logf("POST /v2/models/ResNet50/infer, try %d: HTTP 503: %s", try, bytes.TrimSpace(body))
+		// A drop (503) or an answer past the SLO (504, "expired") is a
+		// matter of timing on a loaded machine: try again.
+		if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout {
+			t.Logf("POST /v2/models/ResNet50/infer, try %d: HTTP %d: %s", try, resp.StatusCode, bytes.TrimSpace(body))
 			if try < tries {
 				continue
 			}

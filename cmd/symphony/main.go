@@ -80,6 +80,9 @@ func main() {
 	if benchCommand(os.Args[1:]) {
 		os.Exit(execBench(os.Args[1:], os.Stderr))
 	}
+	if err := daemon.RouteLibraryLog(); err != nil {
+		fmt.Fprintf(os.Stderr, "symphony: the TCP library's log lines stay plain text: %v\n", err)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -10,10 +10,14 @@ import (
 )
 
 func TestLibraryLogLinesBecomeRecords(t *testing.T) {
-	var out bytes.Buffer
-	w := libraryLogWriter{zerolog.New(&out)}
+	var fallback, out bytes.Buffer
+	l := &LibraryLog{Fallback: &fallback}
 	in := "2026/11/27 22:58:35 NETPOLL: readall(fd=15)=4 before close: connection reset by peer\n"
-	if n, err := w.Write([]byte(in)); n != len(in) || err != nil {
+	if n, err := l.Write([]byte(in)); n != len(in) || err != nil || fallback.String() != in {
+		t.Fatalf("before a logger: Write = %d, %v, fallback %q; want the line as it came", n, err, fallback.String())
+	}
+	l.SetLogger(zerolog.New(&out))
+	if n, err := l.Write([]byte(in)); n != len(in) || err != nil {
 		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(in))
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

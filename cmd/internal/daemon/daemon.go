@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -86,14 +87,21 @@ func (f *Flags) Resolve(fs *flag.FlagSet, stdout io.Writer, env Lookup, sections
 // Resolved is the configuration Resolve produced (nil before it).
 func (f *Flags) Resolved() *Resolved { return f.resolved }
 
-// Logger is the process's logger on w, as the flags ask. The TCP
-// library's own log lines go to it too (tcp.RouteLibraryLog), so that
-// every line on w keeps the format --log-format chose.
+// libraryLog takes the TCP library's own log lines for the whole process,
+// as the library's logger is the whole process's: main routes them here
+// (RouteLibraryLog), and each Logger made becomes their destination.
+var libraryLog = tcp.LibraryLog{Fallback: os.Stderr}
+
+// RouteLibraryLog sends the TCP library's own log lines to the process's
+// logger (the last one Logger made), so that every line on stderr keeps
+// the format --log-format chose. A program calls it once, first in main.
+func RouteLibraryLog() error { return tcp.RouteLibraryLog(&libraryLog) }
+
+// Logger is the process's logger on w, as the flags ask; the TCP
+// library's lines go to it too, once main has routed them.
 func (f *Flags) Logger(w io.Writer) zerolog.Logger {
 	log := NewLogger(w, f.LogFormat, f.Verbose, time.Now)
-	if err := tcp.RouteLibraryLog(log); err != nil {
-		log.Warn().Err(err).Msg("the TCP library's log stays on stderr")
-	}
+	libraryLog.SetLogger(log)
 	if f.resolved != nil && f.resolved.File() != "" {
 		log.Debug().Str("file", f.resolved.File()).Msg("configuration read")
 	}
