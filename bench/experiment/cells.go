@@ -198,7 +198,8 @@ func ratio(num, den float64) float64 {
 	return num / den
 }
 
-var nan = func() float64 { var z float64; return z / z }()
+// nan marks a figure not measured, or one the paper does not give.
+var nan = math.NaN()
 
 // gammaArrival is the workload's spelling of Γ(shape) gaps (Γ(1) is
 // Poisson).
