@@ -25,12 +25,15 @@ type cell struct {
 	// otherwise the workload runs once at multiplier (1 when 0).
 	search     bool
 	multiplier float64
+	// cloud runs the workload on a simulated cloud (sim.RunCloud) instead.
+	cloud *sim.Cloud
 }
 
 // outcome is a cell's result: the report, or why there is none.
 type outcome struct {
-	rep *report.Report
-	err error
+	rep   *report.Report
+	cloud *sim.CloudResult // a cloud cell's costs
+	err   error
 }
 
 // goodput is the cell's goodput: the searched one, or the run's.
@@ -98,16 +101,20 @@ func (r *Run) simulate(cells []cell) ([]outcome, error) {
 }
 
 func runCell(c cell, precision float64) outcome {
+	if c.cloud != nil {
+		rep, res, err := sim.RunCloud(c.w, *c.cloud, sim.Options{})
+		return outcome{rep: rep, cloud: res, err: err}
+	}
 	if c.search {
 		rep, err := sim.FindGoodput(c.w, sim.GoodputOptions{Precision: precision})
-		return outcome{rep, err}
+		return outcome{rep: rep, err: err}
 	}
 	w := c.w
 	if c.multiplier > 0 {
 		w = w.Scaled(c.multiplier)
 	}
 	rep, err := sim.Run(w, sim.Options{})
-	return outcome{rep, err}
+	return outcome{rep: rep, err: err}
 }
 
 // spec is a workload an experiment builds: the file a user could write for

@@ -262,7 +262,9 @@ func (a *accounting) checkPlan(now scheduler.Time, model int, p *scheduler.Batch
 // was answered at respond by a batch of bs that started at started.
 func (a *accounting) outcome(id scheduler.RequestID, model int, prio scheduler.Priority, arrival, respond, started scheduler.Time, bs int, o report.Outcome, reason string) {
 	a.endID(id)
-	a.tally.Add(time.Duration(arrival), o, reason)
+	if a.tally != nil {
+		a.tally.Add(time.Duration(arrival), o, reason)
+	}
 	good := o == report.OutcomeGood
 	if b := a.bucket(arrival); b != nil {
 		if good {

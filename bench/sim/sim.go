@@ -62,6 +62,23 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := drive(w, eng, acct, opts); err != nil {
+		return nil, err
+	}
+	se, _ := eng.(*symphonyEngine)
+	if se != nil && se.epoch != nil {
+		se.epoch.advance(scheduler.Time(w.Warmup + w.Duration)) // GPUs in use to the end
+	}
+	rep := acct.build()
+	if se != nil && se.epoch != nil {
+		rep.Epochs = se.epoch.records
+	}
+	return rep, nil
+}
+
+// drive runs the workload's arrivals through eng until both are done, and
+// checks that every request ended.
+func drive(w *workload.Workload, eng engine, acct *accounting, opts Options) error {
 	end := w.Warmup + w.Duration
 	gen := workload.NewGenerator(w, end)
 	var events uint64
@@ -78,25 +95,14 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 			eng.wake(te)
 		}
 		if acct.err != nil {
-			return nil, acct.err
+			return acct.err
 		}
 		events++
 		if opts.Progress != nil && events%(1<<20) == 0 && ok {
 			opts.Progress(float64(ta) / float64(end))
 		}
 	}
-	if err := acct.check(); err != nil {
-		return nil, err
-	}
-	se, _ := eng.(*symphonyEngine)
-	if se != nil && se.epoch != nil {
-		se.epoch.advance(scheduler.Time(end)) // GPUs in use to the end
-	}
-	rep := acct.build()
-	if se != nil && se.epoch != nil {
-		rep.Epochs = se.epoch.records
-	}
-	return rep, nil
+	return acct.check()
 }
 
 // sink receives the cores' decisions, as rt.Sink does in the live
@@ -122,6 +128,7 @@ type symphonyEngine struct {
 	wakes  *idheap.Heap[int]  // models with a wake-up, by WakeAt
 	delays []scheduler.Delays // per model: the network's, with its input size
 	epoch  *epochJob          // nil without epochs
+	cloud  *cloudJob          // nil outside a cloud run (RunCloud)
 	one    [1]scheduler.Request
 }
 
@@ -179,6 +186,10 @@ func (e *symphonyEngine) arrive(now scheduler.Time, model int, req scheduler.Req
 	if e.epoch != nil {
 		e.epoch.arrived(now, model)
 	}
+	if e.cloud != nil && !e.cloud.arrive(now, model, &req) {
+		e.wake(now)
+		return
+	}
 	e.one[0] = req
 	e.handle(now, model, e.models[model].Enqueue(now, e.one[:]))
 	e.wake(now)
@@ -195,6 +206,9 @@ func (e *symphonyEngine) wakeAt() scheduler.Time {
 	if e.epoch != nil {
 		t = scheduler.MinTime(t, e.epoch.wakeAt())
 	}
+	if e.cloud != nil {
+		t = scheduler.MinTime(t, e.cloud.wakeAt())
+	}
 	return t
 }
 
@@ -204,6 +218,12 @@ func (e *symphonyEngine) wake(now scheduler.Time) {
 		// models and GPUs between ranks.
 		if err := e.epoch.run(now); err != nil {
 			e.acct.fail("epoch job: %v", err)
+			return
+		}
+	}
+	if e.cloud != nil && e.cloud.wakeAt() <= now {
+		if err := e.cloud.run(now); err != nil {
+			e.acct.fail("cloud: %v", err)
 			return
 		}
 	}
@@ -250,6 +270,9 @@ func (e *symphonyEngine) handle(now scheduler.Time, model int, out *scheduler.Mo
 	}
 	if e.epoch != nil {
 		e.epoch.observe(model, out)
+	}
+	if e.cloud != nil {
+		e.cloud.observe(model, out)
 	}
 	rank := e.ranks[e.partOf[model]]
 	if len(out.Returns) > 0 {

@@ -93,7 +93,8 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzParseRateTrace checks that ParseRateTrace never panics and returns
-// only one-second phases with finite, non-negative rates.
+// only phases of one second (or all of one minute, under a minute header)
+// with finite, non-negative rates.
 func FuzzParseRateTrace(f *testing.F) {
 	if data, err := os.ReadFile(filepath.Join(examplesDir, "trace.csv")); err == nil {
 		f.Add(data)
@@ -101,6 +102,7 @@ func FuzzParseRateTrace(f *testing.F) {
 	for _, s := range []string{
 		"", "rate\n1\n", "second,rate\n0,1\n1,2\n", "1,1\n2,2\n4,4\n", "5\n-1\n", "NaN\n", "1e999\n",
 		"# c\n\n 3 , 4 \r\n", "a,b\n", "1,2,3\n", "0x10\n", "1_000\n", ",\n",
+		"# day\nminute,rate\n0,1.5\n1,2\n", "minute,rate\n1,1\n3,2\n", "minute\n5\n", "MINUTE,rate\n0,1\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -119,7 +121,7 @@ func FuzzParseRateTrace(f *testing.F) {
 			t.Fatalf("%d phases", len(ph))
 		}
 		for _, p := range ph {
-			if p.Duration != time.Second || !(p.Rate >= 0) || math.IsInf(p.Rate, 0) {
+			if (p.Duration != time.Second && p.Duration != time.Minute) || p.Duration != ph[0].Duration || !(p.Rate >= 0) || math.IsInf(p.Rate, 0) {
 				t.Fatalf("phase %+v", p)
 			}
 		}

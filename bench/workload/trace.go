@@ -13,23 +13,28 @@ import (
 
 // MaxTraceRows is the most rows a rate trace may hold: 10 million seconds is
 // almost four months, far beyond any run, and the cap keeps a wrong file
-// from filling memory.
+// from filling memory. It counts rows, so it bounds a per-minute trace too.
 const MaxTraceRows = 10_000_000
 
 // maxTraceLine bounds one line of a rate trace; a real row is a few bytes.
 const maxTraceLine = 64 << 10
 
-// ParseRateTrace reads a per-second rate trace in CSV form, as recorded from
-// a production service, so that a workload can replay it. Each row is one
-// second: either one column (the rate) or two (second,rate), where the
+// ParseRateTrace reads a rate trace in CSV form, as recorded from a
+// production service, so that a workload can replay it. By default each row
+// is one second: either one column (the rate) or two (second,rate), where the
 // seconds must be consecutive integers starting at 0 or 1 so that a missing
 // row cannot silently shift the rest of the trace. A first line whose fields
 // are not numbers is a header and skipped; blank lines and lines starting
 // with # are ignored. Rates must be finite and not negative.
 //
-// Each row becomes a RatePhase of one second; as with every rate schedule,
-// the last phase holds its rate until the end of the run. Errors are *Error
-// values naming source and the line.
+// A header whose first column is "minute" (minute,rate) makes each row one
+// minute instead: every row then has both columns, and the minutes follow
+// the same rule as seconds (consecutive, starting at 0 or 1). A day is then
+// 1440 rows rather than 86400.
+//
+// Each row becomes a RatePhase of one second (one minute under a minute
+// header); as with every rate schedule, the last phase holds its rate until
+// the end of the run. Errors are *Error values naming source and the line.
 func ParseRateTrace(r io.Reader, source string) ([]RatePhase, error) {
 	if source == "" {
 		source = "trace"
@@ -47,6 +52,7 @@ func ParseRateTrace(r io.Reader, source string) ([]RatePhase, error) {
 		lastSec  float64
 		fields   []string
 		colNames = [...]string{"second", "rate"}
+		step     = time.Second // the span of one row
 	)
 	for sc.Scan() {
 		line++
@@ -58,12 +64,17 @@ func ParseRateTrace(r io.Reader, source string) ([]RatePhase, error) {
 		if !seenAny {
 			seenAny = true
 			if isHeader(fields) {
+				if strings.EqualFold(fields[0], "minute") {
+					step, colNames[0], cols = time.Minute, "minute", 2
+				}
 				continue
 			}
 		}
 		switch {
 		case len(fields) > 2:
 			return nil, fail(line, "%d columns; want rate, or second,rate", len(fields))
+		case len(fields) != cols && step == time.Minute:
+			return nil, fail(line, "1 column under a minute header; want minute,rate")
 		case cols == 0:
 			cols = len(fields)
 		case len(fields) != cols:
@@ -75,15 +86,16 @@ func ParseRateTrace(r io.Reader, source string) ([]RatePhase, error) {
 			}
 		}
 		if cols == 2 {
+			unit := colNames[0]
 			sec, err := strconv.ParseFloat(fields[0], 64)
 			if err != nil || math.IsNaN(sec) || math.IsInf(sec, 0) || sec != math.Trunc(sec) {
-				return nil, fail(line, "second %q is not an integer", fields[0])
+				return nil, fail(line, "%s %q is not an integer", unit, fields[0])
 			}
 			switch {
 			case len(out) == 0 && sec != 0 && sec != 1:
-				return nil, fail(line, "first second is %g; seconds must start at 0 or 1", sec)
+				return nil, fail(line, "first %s is %g; %ss must start at 0 or 1", unit, sec, unit)
 			case len(out) > 0 && sec != lastSec+1:
-				return nil, fail(line, "second %g follows second %g; seconds must be consecutive (no gaps, no repeats)", sec, lastSec)
+				return nil, fail(line, "%s %g follows %s %g; %ss must be consecutive (no gaps, no repeats)", unit, sec, unit, lastSec, unit)
 			}
 			lastSec = sec
 		}
@@ -100,7 +112,7 @@ func ParseRateTrace(r io.Reader, source string) ([]RatePhase, error) {
 		if len(out) >= MaxTraceRows {
 			return nil, fail(line, "more than %d rows", MaxTraceRows)
 		}
-		out = append(out, RatePhase{Duration: time.Second, Rate: rate})
+		out = append(out, RatePhase{Duration: step, Rate: rate})
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {

@@ -1,0 +1,649 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/symphony-serving/symphony/bench/report"
+	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/partition/cloudscale"
+	"github.com/symphony-serving/symphony/scheduler"
+)
+
+// Cloud is a simulated public cloud under a provisioning policy: instances
+// that take time to boot and are billed while they run, spot instances the
+// cloud takes back after a warning, and a serverless burst pool billed per
+// request (MArk §3, §4.5).
+type Cloud struct {
+	Types  []cloudscale.InstanceType
+	Policy cloudscale.Policy
+	// Burst is the serverless pool spilled requests go to; nil has none
+	// (the policy's spill decisions are then ignored).
+	Burst *BurstPool
+	// SpillDepth is the admission bucket's depth (cloudscale.Admission).
+	SpillDepth time.Duration
+	// Step is the width of the result's time series (default 1 min).
+	Step time.Duration
+}
+
+// BurstPool is a serverless function pool, as AWS Lambda: each request runs
+// alone in a container, on CPUs Slowdown times slower than a GPU's batch
+// of one, plus an invocation Overhead, after a ColdStart when no warm
+// container is idle; a container stays warm KeepWarm after its last
+// request; at most Concurrency containers exist. A request it cannot take
+// goes to the GPUs after all.
+type BurstPool struct {
+	PricePerRequest float64
+	Overhead        time.Duration
+	Slowdown        float64
+	ColdStart       time.Duration
+	KeepWarm        time.Duration
+	Concurrency     int
+}
+
+// CloudResult is the cost side of a cloud run, beside its report.
+type CloudResult struct {
+	Policy string `json:"policy"`
+	// Cost is InstanceCost (billed instance time) plus BurstCost (burst
+	// requests), over the whole run.
+	Cost         float64 `json:"cost"`
+	InstanceCost float64 `json:"instance_cost"`
+	BurstCost    float64 `json:"burst_cost"`
+	// Offered and Good count every request of the run; Attainment is
+	// Good/Offered.
+	Offered    uint64  `json:"offered"`
+	Good       uint64  `json:"good"`
+	Attainment float64 `json:"attainment"`
+	// Spilled requests went to the burst pool; BurstGood of them met their
+	// SLO there; BurstFull found the pool at its concurrency limit and went
+	// to the GPUs instead.
+	Spilled   uint64 `json:"spilled"`
+	BurstGood uint64 `json:"burst_good"`
+	BurstFull uint64 `json:"burst_full"`
+	// GPUHours is the billed GPU time; PeakGPUs the most GPUs billed at
+	// once.
+	GPUHours float64 `json:"gpu_hours"`
+	PeakGPUs int     `json:"peak_gpus"`
+	// Launches, Releases and Interruptions count instances; Refused counts
+	// launches the pool of GPU slots had no room for.
+	Launches      int           `json:"launches"`
+	Releases      int           `json:"releases"`
+	Interruptions int           `json:"interruptions"`
+	Refused       int           `json:"refused"`
+	Series        []CloudSample `json:"series"`
+}
+
+// CloudSample is one step of a cloud run's time series.
+type CloudSample struct {
+	Start time.Duration `json:"start_ns"`
+	// Cost is what was billed for the step (instance time, burst
+	// requests); GPUsReady and GPUsBilled are time averages.
+	Cost       float64 `json:"cost"`
+	GPUsReady  float64 `json:"gpus_ready"`
+	GPUsBilled float64 `json:"gpus_billed"`
+	// Offered, Good and Spilled count requests by arrival in the step.
+	Offered uint64 `json:"offered"`
+	Good    uint64 `json:"good"`
+	Spilled uint64 `json:"spilled"`
+}
+
+// Attainment is the step's share of requests that met their SLO (1 with
+// no requests).
+func (s CloudSample) Attainment() float64 {
+	if s.Offered == 0 {
+		return 1
+	}
+	return float64(s.Good) / float64(s.Offered)
+}
+
+// cloudInstance is one instance of the simulated cloud.
+type cloudInstance struct {
+	cloudscale.Instance
+	gpus       []scheduler.GPUID
+	ready      bool
+	released   bool
+	drained    bool
+	interrupt  scheduler.Time // the cloud takes it back; Never if not spot
+	billedFrom scheduler.Time
+	billedTo   scheduler.Time // while billed: Never
+}
+
+type cloudEventKind uint8
+
+const (
+	ceTick cloudEventKind = iota
+	ceReady
+	ceWarn
+	ceDrain
+	ceInterrupt
+	ceBillEnd
+)
+
+type cloudEvent struct {
+	at   scheduler.Time
+	seq  uint64
+	kind cloudEventKind
+	inst int
+}
+
+type cloudEvents []cloudEvent
+
+func (q cloudEvents) Len() int { return len(q) }
+func (q cloudEvents) Less(i, j int) bool {
+	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
+}
+func (q cloudEvents) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *cloudEvents) Push(x any)   { *q = append(*q, x.(cloudEvent)) }
+func (q *cloudEvents) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// cloudJob runs the cloud beside the scheduler's cores, on virtual time.
+type cloudJob struct {
+	e      *symphonyEngine
+	w      *workload.Workload
+	c      Cloud
+	rng    *rand.Rand
+	events cloudEvents
+	seq    uint64
+
+	insts    []*cloudInstance
+	freeGPUs []scheduler.GPUID // slots not held by an instance, lowest last
+	gpuInst  []int             // the instance holding each slot, -1 none
+	lastEnd  []scheduler.Time  // each slot's last batch end
+	drainFor time.Duration     // a batch planned now ends within it
+
+	admission cloudscale.Admission
+	burst     burstState
+
+	// The tick's measurements.
+	tickArrivals uint64
+	tickGood     uint64
+	tickBad      uint64
+	lastTick     scheduler.Time
+	fleet        []cloudscale.Instance
+
+	res       CloudResult
+	readyGPUs int
+	billGPUs  int
+	lastT     scheduler.Time // GPU-count integrals are up to here
+	end       scheduler.Time
+}
+
+type burstState struct {
+	busy heapTimes        // containers running a request, by when they end
+	idle []scheduler.Time // idle containers, by when they went idle
+}
+
+type heapTimes []scheduler.Time
+
+func (h heapTimes) Len() int           { return len(h) }
+func (h heapTimes) Less(i, j int) bool { return h[i] < h[j] }
+func (h heapTimes) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heapTimes) Push(x any)        { *h = append(*h, x.(scheduler.Time)) }
+func (h *heapTimes) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// RunCloud simulates the workload on a cloud whose fleet the policy
+// decides. The workload's cluster is the pool of GPU slots instances take
+// their GPUs from; none serves until an instance brings it. It returns the
+// report of the requests and the cloud's costs over time.
+func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *CloudResult, error) {
+	if err := w.Validate(); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus:
+		return nil, nil, errors.New("sim: a cloud run takes neither faults, an epoch job nor the nexus policy: the cloud policy sizes one rank loop")
+	case c.Policy == nil || len(c.Types) == 0:
+		return nil, nil, errors.New("sim: a cloud run needs a policy and instance types")
+	case c.Policy.Tick() <= 0:
+		return nil, nil, fmt.Errorf("sim: cloud policy %s ticks every %v", c.Policy.Name(), c.Policy.Tick())
+	}
+	for _, t := range c.Types {
+		if err := t.Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if b := c.Burst; b != nil && (b.Concurrency < 1 || !(b.Slowdown > 0) || b.PricePerRequest < 0 || b.Overhead < 0 || b.ColdStart < 0 || b.KeepWarm < 0) {
+		return nil, nil, fmt.Errorf("sim: burst pool %+v: needs concurrency >= 1, a positive slowdown and no negative price or duration", *b)
+	}
+	if c.Step <= 0 {
+		c.Step = time.Minute
+	}
+	acct := newAccounting(w, time.Second)
+	eng, err := newSymphonyEngine(w, acct, acct, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	job := newCloudJob(w, eng, c)
+	eng.cloud = job
+	if err := job.start(); err != nil {
+		return nil, nil, err
+	}
+	if err := drive(w, eng, acct, opts); err != nil {
+		return nil, nil, err
+	}
+	job.finish()
+	if acct.err != nil {
+		return nil, nil, acct.err
+	}
+	return acct.build(), &job.res, nil
+}
+
+func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud) *cloudJob {
+	n := w.Cluster.GPUs
+	j := &cloudJob{
+		e: e, w: w, c: c,
+		rng:     rand.New(rand.NewPCG(w.Seed, 0x5e0c10d)),
+		gpuInst: make([]int, n), lastEnd: make([]scheduler.Time, n),
+		end: scheduler.Time(w.Warmup + w.Duration),
+	}
+	for g := n - 1; g >= 0; g-- {
+		j.freeGPUs = append(j.freeGPUs, scheduler.GPUID(g))
+		j.gpuInst[g] = -1
+		j.lastEnd[g] = scheduler.Past
+	}
+	for i, m := range w.Models {
+		d := e.delays[i]
+		j.drainFor = max(j.drainFor, m.SLO+d.Ctrl+d.Result)
+	}
+	j.admission.Depth = c.SpillDepth
+	j.admission.SetRate(0, math.Inf(1))
+	j.res.Policy = c.Policy.Name()
+	steps := int((time.Duration(j.end) + c.Step - 1) / c.Step)
+	j.res.Series = make([]CloudSample, steps)
+	for i := range j.res.Series {
+		j.res.Series[i].Start = time.Duration(i) * c.Step
+	}
+	return j
+}
+
+func (j *cloudJob) at(t scheduler.Time, kind cloudEventKind, inst int) {
+	if t >= j.end && kind != ceBillEnd {
+		return // the run is over: finish bills what still runs
+	}
+	j.seq++
+	heap.Push(&j.events, cloudEvent{at: t, seq: j.seq, kind: kind, inst: inst})
+}
+
+// start brings up the policy's first fleet, serving from time 0, and arms
+// the first tick.
+func (j *cloudJob) start() error {
+	first := 0.0
+	for _, m := range j.w.Models {
+		first += m.RateAt(0)
+	}
+	for _, typ := range j.c.Policy.Start(first) {
+		if typ < 0 || typ >= len(j.c.Types) {
+			return fmt.Errorf("sim: cloud policy %s started an instance of type %d; there are %d types", j.c.Policy.Name(), typ, len(j.c.Types))
+		}
+		j.launch(0, typ, true)
+	}
+	j.at(0, ceTick, -1)
+	return nil
+}
+
+func (j *cloudJob) wakeAt() scheduler.Time {
+	if len(j.events) == 0 {
+		return scheduler.Never
+	}
+	return j.events[0].at
+}
+
+// run carries out every event due at now. It is called between the cores'
+// events, when no grant is outstanding.
+func (j *cloudJob) run(now scheduler.Time) error {
+	for len(j.events) > 0 && j.events[0].at <= now {
+		ev := heap.Pop(&j.events).(cloudEvent)
+		j.advance(ev.at)
+		switch ev.kind {
+		case ceTick:
+			if err := j.tick(ev.at); err != nil {
+				return err
+			}
+		case ceReady:
+			j.ready(ev.at, ev.inst)
+		case ceWarn:
+			j.insts[ev.inst].InterruptAt = time.Duration(j.insts[ev.inst].interrupt)
+		case ceDrain:
+			j.drain(ev.inst)
+		case ceInterrupt:
+			if err := j.interrupt(ev.at, ev.inst); err != nil {
+				return err
+			}
+		case ceBillEnd:
+			j.billEnd(ev.at, ev.inst)
+		}
+	}
+	return nil
+}
+
+// advance integrates the GPU counts up to now.
+func (j *cloudJob) advance(now scheduler.Time) {
+	for t := j.lastT; t < now; {
+		i := int(time.Duration(t) / j.c.Step)
+		if i >= len(j.res.Series) {
+			break
+		}
+		stepEnd := scheduler.Time(time.Duration(i+1) * j.c.Step)
+		to := scheduler.MinTime(now, stepEnd)
+		frac := to.Sub(t).Seconds() / j.c.Step.Seconds()
+		s := &j.res.Series[i]
+		s.GPUsReady += float64(j.readyGPUs) * frac
+		s.GPUsBilled += float64(j.billGPUs) * frac
+		t = to
+	}
+	j.lastT = scheduler.MaxTime(j.lastT, now)
+}
+
+func (j *cloudJob) tick(now scheduler.Time) error {
+	p := j.c.Policy
+	dt := now.Sub(j.lastTick)
+	o := cloudscale.Observation{Now: time.Duration(now), Good: j.tickGood, Bad: j.tickBad}
+	if dt > 0 {
+		o.Rate = float64(j.tickArrivals) / dt.Seconds()
+	}
+	j.tickArrivals, j.tickGood, j.tickBad, j.lastTick = 0, 0, 0, now
+	j.fleet = j.fleet[:0]
+	for _, in := range j.insts {
+		if !in.released && !in.drained {
+			j.fleet = append(j.fleet, in.Instance)
+		}
+	}
+	o.Fleet = j.fleet
+	d := p.Decide(&o)
+	for _, typ := range d.Launch {
+		if typ < 0 || typ >= len(j.c.Types) {
+			return fmt.Errorf("sim: cloud policy %s launched an instance of type %d; there are %d types", p.Name(), typ, len(j.c.Types))
+		}
+		j.launch(now, typ, false)
+	}
+	for _, id := range d.Release {
+		if int(id) >= len(j.insts) || j.insts[id].released {
+			return fmt.Errorf("sim: cloud policy %s released instance %d, which is not running", p.Name(), id)
+		}
+		j.release(now, int(id))
+	}
+	spill := d.SpillAbove
+	if j.c.Burst == nil {
+		spill = math.Inf(1)
+	}
+	j.admission.SetRate(time.Duration(now), spill)
+	if next := now.Add(p.Tick()); next < j.end {
+		j.at(next, ceTick, -1)
+	}
+	return nil
+}
+
+// launch starts an instance of typ; prewarmed ones serve at once.
+func (j *cloudJob) launch(now scheduler.Time, typ int, prewarmed bool) {
+	t := j.c.Types[typ]
+	if len(j.freeGPUs) < t.GPUs {
+		j.res.Refused++
+		return
+	}
+	idx := len(j.insts)
+	in := &cloudInstance{
+		Instance:   cloudscale.Instance{ID: cloudscale.InstanceID(idx), Type: typ, LaunchedAt: time.Duration(now), ReadyAt: time.Duration(now)},
+		interrupt:  scheduler.Never,
+		billedFrom: now, billedTo: scheduler.Never,
+	}
+	if !prewarmed {
+		in.ReadyAt += t.Launch
+		j.res.Launches++
+	}
+	for range t.GPUs {
+		g := j.freeGPUs[len(j.freeGPUs)-1]
+		j.freeGPUs = j.freeGPUs[:len(j.freeGPUs)-1]
+		j.gpuInst[g] = idx
+		in.gpus = append(in.gpus, g)
+	}
+	j.insts = append(j.insts, in)
+	j.billGPUs += t.GPUs
+	j.res.PeakGPUs = max(j.res.PeakGPUs, j.billGPUs)
+	ready := scheduler.Time(in.ReadyAt)
+	j.at(ready, ceReady, idx)
+	if t.Spot && t.InterruptionsPerHour > 0 {
+		life := time.Duration(j.rng.ExpFloat64() / t.InterruptionsPerHour * float64(time.Hour))
+		at := ready.Add(max(life, time.Second))
+		in.interrupt = at
+		j.at(scheduler.MaxTime(ready, at.Add(-t.SpotWarning)), ceWarn, idx)
+		j.at(scheduler.MaxTime(ready, at.Add(-j.drainFor)), ceDrain, idx)
+		j.at(at, ceInterrupt, idx)
+	}
+}
+
+func (j *cloudJob) ready(now scheduler.Time, idx int) {
+	in := j.insts[idx]
+	if in.released || in.drained {
+		return
+	}
+	in.ready = true
+	j.readyGPUs += len(in.gpus)
+	rank := j.e.ranks[0]
+	for _, g := range in.gpus {
+		rank.EnableGPU(g, scheduler.MaxTime(now, j.lastEnd[g]))
+	}
+}
+
+// drain takes an instance's GPUs out of rotation: no batch is planned on
+// them again, and those planned end within drainFor.
+func (j *cloudJob) drain(idx int) {
+	in := j.insts[idx]
+	if in.drained {
+		return
+	}
+	in.drained = true
+	if in.ready {
+		j.readyGPUs -= len(in.gpus)
+		for _, g := range in.gpus {
+			j.e.ranks[0].DisableGPU(g)
+		}
+	}
+}
+
+// release gives an instance back: drained at once, billed until its last
+// batch ends.
+func (j *cloudJob) release(now scheduler.Time, idx int) {
+	in := j.insts[idx]
+	j.drain(idx)
+	in.released = true
+	j.res.Releases++
+	end := now
+	for _, g := range in.gpus {
+		end = scheduler.MaxTime(end, j.lastEnd[g])
+	}
+	j.at(end, ceBillEnd, idx)
+}
+
+// interrupt is the cloud taking a spot instance back. It must have been
+// drained in time: a batch still running on it would be lost.
+func (j *cloudJob) interrupt(now scheduler.Time, idx int) error {
+	in := j.insts[idx]
+	if in.released {
+		return nil
+	}
+	j.drain(idx)
+	for _, g := range in.gpus {
+		if j.lastEnd[g] > now {
+			return fmt.Errorf("sim: oracle: spot instance %d was taken back at %v while GPU %d ran a batch until %v", idx, now, g, j.lastEnd[g])
+		}
+	}
+	in.released = true
+	j.res.Interruptions++
+	j.billEnd(now, idx)
+	return nil
+}
+
+// billEnd stops an instance's bill and frees its GPU slots.
+func (j *cloudJob) billEnd(now scheduler.Time, idx int) {
+	in := j.insts[idx]
+	if in.billedTo != scheduler.Never {
+		return
+	}
+	in.billedTo = now
+	t := j.c.Types[in.Type]
+	j.charge(in, now)
+	j.billGPUs -= len(in.gpus)
+	for _, g := range slices.Backward(in.gpus) {
+		j.gpuInst[g] = -1
+		j.freeGPUs = append(j.freeGPUs, g)
+	}
+	// Keep the free list lowest-last, so that slots are reused in order.
+	slices.SortFunc(j.freeGPUs, func(a, b scheduler.GPUID) int { return int(b) - int(a) })
+	j.res.GPUHours += float64(len(in.gpus)) * t.Billed(now.Sub(in.billedFrom)).Hours()
+}
+
+// charge bills an instance's run [billedFrom, to): its cost spread over
+// the steps it ran in, the rounding up to the billing unit in the last.
+func (j *cloudJob) charge(in *cloudInstance, to scheduler.Time) {
+	t := j.c.Types[in.Type]
+	total := t.Cost(to.Sub(in.billedFrom))
+	j.res.InstanceCost += total
+	spent := 0.0
+	for at := in.billedFrom; at < to; {
+		i := min(int(time.Duration(at)/j.c.Step), len(j.res.Series)-1)
+		stepEnd := scheduler.MinTime(to, scheduler.Time(time.Duration(i+1)*j.c.Step))
+		if stepEnd <= at { // past the series: the rest goes to its last step
+			stepEnd = to
+		}
+		c := t.PricePerHour * stepEnd.Sub(at).Hours()
+		j.res.Series[i].Cost += c
+		spent += c
+		at = stepEnd
+	}
+	last := min(int(time.Duration(to)/j.c.Step), len(j.res.Series)-1)
+	j.res.Series[last].Cost += total - spent
+}
+
+// finish bills what still runs at the end of the run.
+func (j *cloudJob) finish() {
+	j.advance(j.end)
+	for i, in := range j.insts {
+		if in.billedTo == scheduler.Never {
+			end := j.end
+			for _, g := range in.gpus {
+				end = scheduler.MaxTime(end, j.lastEnd[g])
+			}
+			j.billEnd(end, i)
+		}
+	}
+	j.res.Cost = j.res.InstanceCost + j.res.BurstCost
+	if j.res.Offered > 0 {
+		j.res.Attainment = float64(j.res.Good) / float64(j.res.Offered)
+	}
+}
+
+func (j *cloudJob) sample(t scheduler.Time) *CloudSample {
+	i := int(time.Duration(t) / j.c.Step)
+	if i < 0 || i >= len(j.res.Series) {
+		return nil
+	}
+	return &j.res.Series[i]
+}
+
+// arrive counts an arrival and reports whether it goes to the GPUs; a
+// spilled one the burst pool has taken and ended.
+func (j *cloudJob) arrive(now scheduler.Time, model int, req *scheduler.Request) bool {
+	j.tickArrivals++
+	j.res.Offered++
+	if s := j.sample(now); s != nil {
+		s.Offered++
+	}
+	if j.c.Burst == nil || j.admission.Admit(time.Duration(now)) {
+		return true
+	}
+	return !j.spill(now, model, req)
+}
+
+// spill runs a request on the burst pool, if it has a container for it.
+func (j *cloudJob) spill(now scheduler.Time, model int, req *scheduler.Request) bool {
+	b, st := j.c.Burst, &j.burst
+	for st.busy.Len() > 0 && st.busy[0] <= now {
+		st.idle = append(st.idle, heap.Pop(&st.busy).(scheduler.Time))
+	}
+	for len(st.idle) > 0 && st.idle[0].Add(b.KeepWarm) < now {
+		st.idle = st.idle[1:]
+	}
+	start := now
+	if n := len(st.idle); n > 0 {
+		st.idle = st.idle[:n-1] // the most recently used: warmest
+	} else if st.busy.Len()+len(st.idle) < b.Concurrency {
+		start = now.Add(b.ColdStart)
+	} else {
+		j.res.BurstFull++
+		return false
+	}
+	run := b.Overhead + time.Duration(b.Slowdown*float64(j.w.Models[model].Profile.Latency(1)))
+	respond := start.Add(run)
+	heap.Push(&st.busy, respond)
+	j.res.Spilled++
+	j.res.BurstCost += b.PricePerRequest
+	s := j.sample(now)
+	if s != nil {
+		s.Spilled++
+		s.Cost += b.PricePerRequest
+	}
+	o, reason := report.OutcomeGood, ""
+	if respond > req.Deadline {
+		o, reason = report.OutcomeLate, "burst pool too slow"
+	}
+	j.e.acct.outcome(req.ID, model, req.Priority, req.Arrival, respond, start, 1, o, reason)
+	j.ended(req.Arrival, o == report.OutcomeGood)
+	if o == report.OutcomeGood {
+		j.res.BurstGood++
+	}
+	return true
+}
+
+// ended counts a request's end for the policy's SLO monitor and the
+// series.
+func (j *cloudJob) ended(arrival scheduler.Time, good bool) {
+	if good {
+		j.tickGood++
+		j.res.Good++
+		if s := j.sample(arrival); s != nil {
+			s.Good++
+		}
+	} else {
+		j.tickBad++
+	}
+}
+
+// observe checks the cores' plans against the bill (a batch runs only on a
+// ready, billed instance) and counts their requests' ends.
+func (j *cloudJob) observe(model int, out *scheduler.ModelOutput) {
+	for i := range out.Drops {
+		j.ended(out.Drops[i].Request.Arrival, false)
+	}
+	for i := range out.Plans {
+		p := &out.Plans[i]
+		idx := j.gpuInst[p.GPU]
+		if idx < 0 {
+			j.e.acct.fail("cloud: batch planned on GPU %d, which no instance holds", p.GPU)
+			continue
+		}
+		in := j.insts[idx]
+		if !in.ready || in.drained || time.Duration(p.ExecAt) < in.ReadyAt || p.FinishAt > in.interrupt {
+			j.e.acct.fail("cloud: batch on GPU %d of instance %d runs [%v, %v), outside its serving time (ready %v, drained %v, taken back %v)",
+				p.GPU, idx, p.ExecAt, p.FinishAt, in.ReadyAt, in.drained, in.interrupt)
+		}
+		j.lastEnd[p.GPU] = scheduler.MaxTime(j.lastEnd[p.GPU], p.FinishAt)
+		for k := range p.Requests {
+			j.ended(p.Requests[k].Arrival, true)
+		}
+	}
+}

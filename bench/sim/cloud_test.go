@@ -1,0 +1,215 @@
+package sim
+
+import (
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/symphony-serving/symphony/bench/workload"
+	"github.com/symphony-serving/symphony/partition/cloudscale"
+	"github.com/symphony-serving/symphony/partition/forecast"
+	"github.com/symphony-serving/symphony/scheduler/serving"
+)
+
+// cloudWorkload is a day-shaped load, compressed, on a pool of 64 GPU slots.
+func cloudWorkload(t *testing.T, dur time.Duration) *workload.Workload {
+	t.Helper()
+	src := `seed: 3
+duration: ` + dur.String() + `
+warmup: 0s
+cluster: {gpus: 64}
+models:
+  - name: a
+    profile: {alpha: 4ms, beta: 16ms, max_batch: 32}
+    slo: 150ms
+    daily_rate: {low: 100, high: 800, period: 2h, peak_at: 1h, step: 1m}
+    arrival: poisson
+  - name: b
+    profile: {alpha: 2ms, beta: 20ms, max_batch: 64}
+    slo: 200ms
+    daily_rate: {low: 100, high: 800, period: 2h, peak_at: 1h, step: 1m}
+    arrival: poisson
+policy: symphony
+`
+	w, err := workload.Parse([]byte(src), "cloud.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func cloudSizer(t *testing.T, w *workload.Workload) *cloudscale.MixSizer {
+	t.Helper()
+	var ds []serving.Demand
+	for i := range w.Models {
+		ds = append(ds, serving.Demand{Model: w.Models[i].Model, Rate: w.Models[i].RateAt(time.Hour)})
+	}
+	s, err := cloudscale.NewMixSizer(ds, w.Network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var testTypes = []cloudscale.InstanceType{
+	{Name: "g1", GPUs: 1, PricePerHour: 3, Launch: 90 * time.Second, BillingMinimum: time.Minute, BillingIncrement: time.Second},
+	{Name: "g4", GPUs: 4, PricePerHour: 12, Launch: 2 * time.Minute, BillingMinimum: time.Minute, BillingIncrement: time.Second},
+	{Name: "g1-spot", GPUs: 1, PricePerHour: 1, Launch: 2 * time.Minute, BillingMinimum: time.Minute, BillingIncrement: time.Second,
+		Spot: true, SpotWarning: 2 * time.Minute, InterruptionsPerHour: 3},
+}
+
+func testBurst() *BurstPool {
+	return &BurstPool{PricePerRequest: 2e-5, Overhead: 20 * time.Millisecond, Slowdown: 2, ColdStart: time.Second, KeepWarm: 10 * time.Minute, Concurrency: 1000}
+}
+
+// predictiveForTest is MArk's policy with spot instances, an on-demand
+// standby and spill-over, its seasonal forecaster primed with two periods
+// of the workload's shape.
+func predictiveForTest(t *testing.T, w *workload.Workload, period int) *cloudscale.Predictive {
+	t.Helper()
+	sn, err := forecast.NewSeasonalNaive(period)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 * period {
+		r := 0.0
+		for i := range w.Models {
+			r += w.Models[i].RateAt(time.Duration(k%period) * time.Minute)
+		}
+		sn.Observe(r)
+	}
+	cfg := cloudscale.DefaultPredictive(testTypes, cloudSizer(t, w), sn)
+	cfg.Standby = 0
+	p, err := cloudscale.NewPredictive(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestCloudBillsEveryBatch runs MArk's policy with spot instances that the
+// cloud takes back three times an hour, and checks the bill against what
+// the accounting counted on its own: every batch ran on a ready instance
+// (the run's oracle), the billed GPU time covers the GPUs' busy time, the
+// series add up to the totals, and every request is counted once.
+func TestCloudBillsEveryBatch(t *testing.T) {
+	w := cloudWorkload(t, 40*time.Minute)
+	rep, res, err := RunCloud(w, Cloud{Types: testTypes, Policy: predictiveForTest(t, w, 120), Burst: testBurst(), SpillDepth: 100 * time.Millisecond}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interruptions == 0 || res.Releases == 0 || res.Launches == 0 {
+		t.Fatalf("the run did not exercise the cloud: %d launches, %d releases, %d interruptions", res.Launches, res.Releases, res.Interruptions)
+	}
+	busy := 0.0
+	for _, b := range rep.GPUBusy {
+		busy += b * rep.DurationSeconds
+	}
+	if billed := res.GPUHours * 3600; billed < busy {
+		t.Errorf("billed %.0f GPU-seconds, but the GPUs were busy %.0f", billed, busy)
+	}
+	var cost float64
+	var offered, good, spilled uint64
+	for i, s := range res.Series {
+		cost += s.Cost
+		offered, good, spilled = offered+s.Offered, good+s.Good, spilled+s.Spilled
+		if s.GPUsReady > s.GPUsBilled+1e-9 {
+			t.Errorf("step %d: %.2f GPUs serving but %.2f billed", i, s.GPUsReady, s.GPUsBilled)
+		}
+	}
+	if math.Abs(cost-res.Cost) > 1e-6*res.Cost {
+		t.Errorf("the series bill %.4f, the total %.4f", cost, res.Cost)
+	}
+	if offered != rep.Offered || res.Offered != rep.Offered || good != rep.Good || res.Good != rep.Good || spilled != res.Spilled {
+		t.Errorf("offered %d/%d (report %d), good %d/%d (report %d), spilled %d/%d", offered, res.Offered, rep.Offered, good, res.Good, rep.Good, spilled, res.Spilled)
+	}
+	if want := float64(res.Spilled) * testBurst().PricePerRequest; math.Abs(res.BurstCost-want) > 1e-9 {
+		t.Errorf("burst cost %v for %d spilled requests, want %v", res.BurstCost, res.Spilled, want)
+	}
+	if res.Attainment < 0.99 {
+		t.Errorf("SLO attainment %.4f under spot interruptions, want >= 0.99", res.Attainment)
+	}
+}
+
+// TestCloudDeterministic: the same workload, policy and seed bill the same.
+func TestCloudDeterministic(t *testing.T) {
+	run := func() *CloudResult {
+		w := cloudWorkload(t, 20*time.Minute)
+		_, res, err := RunCloud(w, Cloud{Types: testTypes, Policy: predictiveForTest(t, w, 120), Burst: testBurst()}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if a, b := run(), run(); !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs differ: cost %v and %v", a.Cost, b.Cost)
+	}
+}
+
+// TestCloudBurstPool spills what a fleet too small for the load cannot
+// serve; a pool of one container turns the rest back to the GPUs.
+func TestCloudBurstPool(t *testing.T) {
+	w := cloudWorkload(t, 10*time.Minute)
+	sz := cloudSizer(t, w)
+	small := func() cloudscale.Policy {
+		return spillingStatic{&cloudscale.Static{Types: testTypes, Type: 0, Peak: 50, Sizer: sz}, sz}
+	}
+	_, res, err := RunCloud(w, Cloud{Types: testTypes, Policy: small(), Burst: testBurst(), SpillDepth: 100 * time.Millisecond}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spilled == 0 || res.BurstGood == 0 || res.BurstFull != 0 {
+		t.Fatalf("spilled %d, %d good, %d found the pool full", res.Spilled, res.BurstGood, res.BurstFull)
+	}
+	one := testBurst()
+	one.Concurrency = 1
+	_, res1, err := RunCloud(w, Cloud{Types: testTypes, Policy: small(), Burst: one, SpillDepth: 100 * time.Millisecond}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res1.BurstFull == 0 || res1.Spilled >= res.Spilled {
+		t.Errorf("one container: spilled %d (vs %d), %d found it full", res1.Spilled, res.Spilled, res1.BurstFull)
+	}
+	// Without a pool nothing spills, whatever the policy says.
+	_, res0, err := RunCloud(w, Cloud{Types: testTypes, Policy: small()}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res0.Spilled != 0 || res0.BurstCost != 0 {
+		t.Errorf("no pool: spilled %d at %v", res0.Spilled, res0.BurstCost)
+	}
+}
+
+// spillingStatic is a static fleet that spills above its capacity.
+type spillingStatic struct {
+	*cloudscale.Static
+	sz cloudscale.Sizer
+}
+
+func (s spillingStatic) Decide(o *cloudscale.Observation) cloudscale.Decision {
+	ready := 0
+	for _, in := range o.Fleet {
+		if in.Ready(o.Now) {
+			ready += testTypes[in.Type].GPUs
+		}
+	}
+	return cloudscale.Decision{SpillAbove: s.sz.Capacity(float64(ready))}
+}
+
+func TestRunCloudRejects(t *testing.T) {
+	w := cloudWorkload(t, time.Minute)
+	sz := cloudSizer(t, w)
+	st := &cloudscale.Static{Types: testTypes, Peak: 100, Sizer: sz}
+	for name, c := range map[string]Cloud{
+		"no policy":    {Types: testTypes},
+		"no types":     {Policy: st},
+		"bad type":     {Types: []cloudscale.InstanceType{{Name: "x"}}, Policy: st},
+		"bad burst":    {Types: testTypes, Policy: st, Burst: &BurstPool{Concurrency: 0, Slowdown: 1}},
+		"bad slowdown": {Types: testTypes, Policy: st, Burst: &BurstPool{Concurrency: 1}},
+	} {
+		if _, _, err := RunCloud(w, c, Options{}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

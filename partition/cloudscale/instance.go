@@ -1,0 +1,92 @@
+package cloudscale
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// InstanceType is one kind of cloud instance a policy may launch. Every
+// type carries GPUs of the same kind, the kind the models' profiles were
+// measured on: types differ in how many GPUs they hold, their price, how
+// long they take to boot, and whether the cloud may take them back (spot).
+type InstanceType struct {
+	Name string
+	// GPUs is how many GPUs one instance brings to the rank loop.
+	GPUs int
+	// PricePerHour is what one instance costs per hour while billed.
+	PricePerHour float64
+	// Launch is the time from the launch request to the GPUs serving:
+	// boot, container start and model load. It is billed.
+	Launch time.Duration
+	// BillingMinimum is the least time an instance is billed for
+	// (EC2: 60 s), and BillingIncrement the unit billed time is rounded up
+	// to (EC2: 1 s; 0 means exact).
+	BillingMinimum   time.Duration
+	BillingIncrement time.Duration
+	// Spot instances may be interrupted by the cloud, after a warning
+	// (SpotWarning, EC2: 2 min); InterruptionsPerHour is the rate at which
+	// one running spot instance is interrupted (exponential).
+	Spot                 bool
+	SpotWarning          time.Duration
+	InterruptionsPerHour float64
+}
+
+// Validate reports the first invalid field.
+func (t InstanceType) Validate() error {
+	switch {
+	case t.Name == "":
+		return errors.New("cloudscale: an instance type needs a name")
+	case t.GPUs < 1 || t.GPUs > 64:
+		return fmt.Errorf("cloudscale: instance type %q: gpus %d is outside 1..64", t.Name, t.GPUs)
+	case !(t.PricePerHour > 0) || math.IsInf(t.PricePerHour, 0):
+		return fmt.Errorf("cloudscale: instance type %q: price per hour %v is not a positive number", t.Name, t.PricePerHour)
+	case t.Launch < 0 || t.BillingMinimum < 0 || t.BillingIncrement < 0 || t.SpotWarning < 0:
+		return fmt.Errorf("cloudscale: instance type %q: negative duration", t.Name)
+	case t.InterruptionsPerHour < 0 || math.IsNaN(t.InterruptionsPerHour) || math.IsInf(t.InterruptionsPerHour, 0):
+		return fmt.Errorf("cloudscale: instance type %q: interruptions per hour %v is not a non-negative number", t.Name, t.InterruptionsPerHour)
+	case !t.Spot && t.InterruptionsPerHour > 0:
+		return fmt.Errorf("cloudscale: instance type %q: only spot instances are interrupted", t.Name)
+	}
+	return nil
+}
+
+// Billed is the time an instance that ran for d is billed for: at least
+// the minimum, rounded up to the increment.
+func (t InstanceType) Billed(d time.Duration) time.Duration {
+	d = max(d, t.BillingMinimum, 0)
+	if inc := t.BillingIncrement; inc > 0 && d%inc != 0 {
+		d += inc - d%inc
+	}
+	return d
+}
+
+// Cost is what an instance that ran for d costs.
+func (t InstanceType) Cost(d time.Duration) float64 {
+	return t.PricePerHour * t.Billed(d).Hours()
+}
+
+// PricePerGPUHour is the type's price per GPU and hour.
+func (t InstanceType) PricePerGPUHour() float64 { return t.PricePerHour / float64(t.GPUs) }
+
+// InstanceID names one instance for the life of a run.
+type InstanceID uint64
+
+// Instance is one instance of the fleet as a policy sees it.
+type Instance struct {
+	ID   InstanceID
+	Type int // index into the policy's instance types
+	// LaunchedAt is when it was requested; ReadyAt when its GPUs serve (in
+	// the future while it boots).
+	LaunchedAt, ReadyAt time.Duration
+	// InterruptAt is when the cloud takes a warned spot instance back; 0
+	// while no warning has come.
+	InterruptAt time.Duration
+}
+
+// Ready reports whether the instance's GPUs serve at now.
+func (in Instance) Ready(now time.Duration) bool { return in.ReadyAt <= now }
+
+// Warned reports whether the cloud announced the instance's interruption.
+func (in Instance) Warned() bool { return in.InterruptAt > 0 }
