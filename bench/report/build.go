@@ -181,6 +181,7 @@ type Measurement struct {
 	Workload, Policy string
 	Seed             uint64
 	GPUs             int
+	CostPerHour      float64
 	// Seconds is the length of the measured window (or of the part of it
 	// that ran).
 	Seconds float64
@@ -211,7 +212,7 @@ type Measurement struct {
 // reports can be compared field by field.
 func Build(m *Measurement) *Report {
 	seconds := m.Seconds
-	rep := &Report{Workload: m.Workload, Policy: m.Policy, Seed: m.Seed, GPUs: m.GPUs, DurationSeconds: seconds}
+	rep := &Report{Workload: m.Workload, Policy: m.Policy, Seed: m.Seed, GPUs: m.GPUs, DurationSeconds: seconds, CostPerHour: m.CostPerHour}
 	var total Counts
 	for i := range m.Models {
 		mc := &m.Models[i]

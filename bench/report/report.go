@@ -11,6 +11,9 @@ type Report struct {
 	Seed            uint64  `json:"seed"`
 	GPUs            int     `json:"gpus"`
 	DurationSeconds float64 `json:"duration_seconds"`
+	// CostPerHour is what the cluster's GPUs cost an hour, from its
+	// gpu_types' prices (absent without prices).
+	CostPerHour float64 `json:"cost_per_hour,omitempty"`
 	Stats
 	// GPUBusy is each GPU's busy fraction over the window, by GPU ID.
 	GPUBusy   []float64     `json:"gpu_busy_per_gpu"`

@@ -109,6 +109,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	s := &r.Stats
 	ew.printf("workload %s  policy %s  GPUs %d  duration %ss  seed %d\n",
 		orDash(r.Workload), orDash(r.Policy), r.GPUs, fmtNum(r.DurationSeconds, 1), r.Seed)
+	if r.CostPerHour > 0 {
+		ew.printf("cost     %s per hour (the cluster's GPUs at their prices)\n", fmtNum(r.CostPerHour, 4))
+	}
 	ew.printf("offered  %s req/s   goodput %s req/s   bad %s%%\n",
 		fmtNum(s.OfferedRPS, 1), fmtNum(s.GoodputRPS, 1), fmtNum(100*s.BadRate, 2))
 	ew.printf("requests %d offered, %d good, %d late, %d dropped, %d failed\n",
@@ -493,6 +496,7 @@ func (e *errWriter) printf(format string, args ...any) {
 func sanitizeReport(r *Report) Report {
 	c := *r
 	c.DurationSeconds = finite(c.DurationSeconds)
+	c.CostPerHour = finite(c.CostPerHour)
 	c.Stats = sanitizeStats(c.Stats)
 	c.GPUBusy = finiteAll(r.GPUBusy)
 	c.Models = make([]ModelReport, len(r.Models))

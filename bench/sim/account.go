@@ -194,7 +194,7 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 	ma := &a.models[model]
 	ma.Busy += a.addBusy(p.GPU, p.ExecAt, p.FinishAt)
 	a.ran(model, bs, p.ExecAt)
-	respond := p.FinishAt.Add(a.w.Network.Result)
+	respond := a.answered(model, p)
 	for i := range p.Requests {
 		r := &p.Requests[i]
 		a.end(r)
@@ -233,6 +233,18 @@ func (a *accounting) plan(now scheduler.Time, model int, p *scheduler.BatchPlan,
 	}
 }
 
+// answered is when a plan's requests are answered: the batch's end plus the
+// result's trip. A model running several batches at once holds its GPU for
+// a share of the batch's run (FinishAt) but answers only when the batch is
+// done, the concurrency times later, as its core planned the deadlines.
+func (a *accounting) answered(model int, p *scheduler.BatchPlan) scheduler.Time {
+	end := p.FinishAt
+	if e := a.w.Models[model].Concurrency; e > 1 {
+		end = p.ExecAt.Add(time.Duration(float64(p.FinishAt.Sub(p.ExecAt)) * float64(e)))
+	}
+	return end.Add(a.w.Network.Result)
+}
+
 // checkPlan checks a plan as the cores made it: a batch of at least one
 // request, on a GPU that exists, that runs as long as its profile says and
 // starts no earlier than its inputs can arrive. It reports whether the
@@ -248,7 +260,7 @@ func (a *accounting) checkPlan(now scheduler.Time, model int, p *scheduler.Batch
 		a.fail("batch planned on unknown GPU %d", p.GPU)
 		return false
 	}
-	if want := p.ExecAt.Add(m.Profile.Latency(bs)); p.FinishAt != want {
+	if want := p.ExecAt.Add(m.Occupancy(bs)); p.FinishAt != want {
 		a.fail("GPU %d: batch of %d finishes at %v, its profile says %v", p.GPU, bs, p.FinishAt, want)
 	}
 	if p.ExecAt < now.Add(minLead) {

@@ -9,7 +9,7 @@ import (
 func (a *accounting) build() *report.Report {
 	w := a.w
 	m := &report.Measurement{
-		Workload: w.Source, Policy: w.Policy.String(), Seed: w.Seed, GPUs: w.Cluster.GPUs,
+		Workload: w.Source, Policy: w.Policy.String(), Seed: w.Seed, GPUs: w.Cluster.GPUs, CostPerHour: w.Cluster.CostPerHour(),
 		Seconds: w.Duration.Seconds(), Models: a.models, GPUBusy: a.gpuBusy,
 		Epochs: a.epochs, InUse: a.inUseInWindow,
 	}

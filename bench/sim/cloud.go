@@ -205,8 +205,8 @@ func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *Clo
 		return nil, nil, err
 	}
 	switch {
-	case len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus:
-		return nil, nil, errors.New("sim: a cloud run takes neither faults, an epoch job nor the nexus policy: the cloud policy sizes one rank loop")
+	case len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus || w.Pinned():
+		return nil, nil, errors.New("sim: a cloud run takes neither faults, an epoch job, gpu_type pinning nor the nexus policy: the cloud policy sizes one rank loop of one GPU kind")
 	case c.Policy == nil || len(c.Types) == 0:
 		return nil, nil, errors.New("sim: a cloud run needs a policy and instance types")
 	case c.Policy.Tick() <= 0:

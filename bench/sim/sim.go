@@ -13,12 +13,14 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/idheap"
+	"github.com/symphony-serving/symphony/scheduler/profile"
 )
 
 // engine is a scheduler under simulation. The simulator calls arrive for
@@ -74,6 +76,20 @@ func Run(w *workload.Workload, opts Options) (*report.Report, error) {
 		rep.Epochs = se.epoch.records
 	}
 	return rep, nil
+}
+
+// occupancyProfile is the profile a model's core plans with: its own, or,
+// for a model that runs several batches at once, how long a batch holds
+// its GPU (workload.Model.Occupancy).
+func occupancyProfile(m *workload.Model) (profile.Profile, error) {
+	if m.Concurrency <= 1 {
+		return m.Profile, nil
+	}
+	lat := make([]time.Duration, m.Profile.MaxBatch())
+	for b := range lat {
+		lat[b] = m.Occupancy(b + 1)
+	}
+	return profile.Table(lat)
 }
 
 // drive runs the workload's arrivals through eng until both are done, and
@@ -138,28 +154,51 @@ type symphonyEngine struct {
 func newSymphonyEngine(w *workload.Workload, acct *accounting, out sink, offline bool) (*symphonyEngine, error) {
 	e := &symphonyEngine{acct: acct, sink: out, partOf: make([]int, len(w.Models))}
 	for i := range w.Models {
-		d := w.Network.ForInput(w.Models[i].InputBytes)
+		wm := &w.Models[i]
+		d := w.Network.ForInput(wm.InputBytes)
 		e.delays = append(e.delays, d)
+		prof, err := occupancyProfile(wm)
+		if err != nil {
+			return nil, fmt.Errorf("sim: model %q: %w", wm.Name, err)
+		}
 		mc, err := scheduler.NewModelCore(scheduler.ModelConfig{
-			ID: scheduler.ModelID(i), Name: w.Models[i].Name, Profile: w.Models[i].Profile,
+			ID: scheduler.ModelID(i), Name: wm.Name, Profile: prof,
 			Policy: w.Policy, Schedulable: w.Schedulable, Drop: w.Drop, Delays: d,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
+		if wm.Concurrency > 1 {
+			// The core holds the GPU for ℓ(b)/e and plans each deadline
+			// with e times that: the batch's own run.
+			mc.SetTailFactor(0, float64(wm.Concurrency))
+		}
 		e.models = append(e.models, mc)
 	}
 	parts := 1
-	if w.Epoch != nil {
+	switch {
+	case w.Epoch != nil:
 		parts = w.Epoch.Parts
+	case w.Pinned():
+		// A rank loop per GPU type, each with its type's GPUs.
+		parts = len(w.Cluster.GPUTypes)
+		for i := range w.Models {
+			e.partOf[i] = slices.IndexFunc(w.Cluster.GPUTypes, func(g workload.GPUType) bool { return g.Name == w.Models[i].GPUType })
+		}
 	}
-	for range parts {
+	for part := range parts {
 		rank, err := scheduler.NewRankCore(scheduler.RankConfig{
 			Models: len(w.Models), GPUs: w.Cluster.GPUs, Policy: w.Policy, Delays: w.Network, ModelDelays: e.delays,
-			ScheduleAhead: w.ScheduleAhead, StartOffline: w.Epoch != nil || offline,
+			ScheduleAhead: w.ScheduleAhead, StartOffline: w.Epoch != nil || offline || w.Pinned(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
+		}
+		if w.Pinned() && !offline {
+			first, n := w.Cluster.GPUsOfType(w.Cluster.GPUTypes[part].Name)
+			for g := first; g < first+n; g++ {
+				rank.EnableGPU(scheduler.GPUID(g), scheduler.Past)
+			}
 		}
 		e.ranks = append(e.ranks, rank)
 	}

@@ -38,6 +38,7 @@ func FuzzParse(f *testing.F) {
 		"seed: 18446744073709551616\n",
 		"duration: 9223372036854775807ns\nwarmup: 1ns\n",
 		"cluster: {gpus: 1}\nmodels:\n  - {name: m, profile: {alpha: 1h, beta: 1h, max_batch: 65536}, slo: 1s, rate: 1}\n",
+		"cluster: {gpu_types: [{name: x, count: 1, price_per_hour: 2}, {name: y, count: 2}]}\nmodels:\n  - {name: a, gpu_type: x, concurrency: 2, profile: {alpha: 0s, beta: 9ms, max_batch: 4}, slo: 50ms, rate: 60, arrival: const}\n  - {name: b, gpu_type: y, profile: {alpha: 1ms, beta: 2ms}, slo: 1s, rate: 1}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -21,10 +21,47 @@ type Generator struct {
 
 type modelStream struct {
 	m     *Model
+	rates []RatePhase // m.Rates, or a stream's summed rate
 	rng   *rand.Rand
 	next  float64 // next arrival, ns since start; +Inf when done
-	phase int     // index into m.Rates of the phase holding next
+	phase int     // index into rates of the phase holding next
 	start float64 // start of that phase, ns
+	// group dispatches a stream's arrivals (Model.Stream) to its models:
+	// it is set on the stream's first model, which draws the arrivals, and
+	// to is the model the next one goes to.
+	group *streamGroup
+	to    int
+}
+
+// streamGroup is batch-aware dispatch over a stream's models: runs of
+// each model's StreamBatch consecutive arrivals, the next run going to the
+// model furthest behind its share of the stream (largest credit), so that
+// each model's long-run share is its rate's.
+type streamGroup struct {
+	members   []int     // model indices, in file order
+	share     []float64 // each model's rate over the stream's
+	batch     []int
+	credit    []float64
+	cur, left int
+}
+
+// next returns the model the stream's next arrival goes to.
+func (g *streamGroup) next() int {
+	if g.left == 0 {
+		best := -1
+		for k := range g.members {
+			if g.share[k] > 0 && (best < 0 || g.credit[k] > g.credit[best]) {
+				best = k
+			}
+		}
+		g.cur, g.left = best, g.batch[best]
+		g.credit[best] -= float64(g.batch[best])
+	}
+	for k := range g.credit {
+		g.credit[k] += g.share[k]
+	}
+	g.left--
+	return g.members[g.cur]
 }
 
 // NewGenerator returns a generator of arrivals in [0, end) for w's models.
@@ -34,9 +71,46 @@ func NewGenerator(w *Workload, end time.Duration) *Generator {
 		ta, tb := g.models[a].next, g.models[b].next
 		return ta < tb || ta == tb && a < b
 	})
+	groups := map[string]*streamGroup{}
+	lead := map[string]int{}
+	for i := range w.Models {
+		m := &w.Models[i]
+		if m.Stream == "" {
+			continue
+		}
+		gr := groups[m.Stream]
+		if gr == nil {
+			gr = &streamGroup{}
+			groups[m.Stream], lead[m.Stream] = gr, i
+		}
+		gr.members = append(gr.members, i)
+		gr.share = append(gr.share, m.Rates[0].Rate)
+		gr.batch = append(gr.batch, max(m.StreamBatch, 1))
+		gr.credit = append(gr.credit, 0)
+	}
 	for i := range w.Models {
 		s := &g.models[i]
 		s.m = &w.Models[i]
+		s.rates = s.m.Rates
+		if name := s.m.Stream; name != "" {
+			if lead[name] != i {
+				continue // the stream's first model draws its arrivals
+			}
+			gr := groups[name]
+			total := 0.0
+			for _, r := range gr.share {
+				total += r
+			}
+			if total == 0 {
+				continue
+			}
+			for k := range gr.share {
+				gr.share[k] /= total
+			}
+			s.rates = []RatePhase{{Rate: total}}
+			s.group = gr
+			s.to = gr.next()
+		}
 		s.rng = rand.New(rand.NewPCG(w.Seed, splitmix(uint64(i)+0x9e3779b97f4a7c15)))
 		s.next = 0
 		if s.m.Arrival.Kind == ArrivalConstant {
@@ -67,13 +141,20 @@ func (g *Generator) Peek() (model int, at scheduler.Time, ok bool) {
 		return 0, scheduler.Never, false
 	}
 	m := g.heap.Top()
-	return m, scheduler.Time(g.models[m].next), true
+	s := &g.models[m]
+	if s.group != nil {
+		return s.to, scheduler.Time(s.next), true
+	}
+	return m, scheduler.Time(s.next), true
 }
 
 // Pop consumes the arrival Peek returned and draws that model's next one.
 func (g *Generator) Pop() {
 	m := g.heap.Top()
 	s := &g.models[m]
+	if s.group != nil {
+		s.to = s.group.next()
+	}
 	s.advance(s.unitGap())
 	if s.next >= g.end {
 		g.heap.Remove(m)
@@ -120,7 +201,7 @@ func (s *modelStream) firstGap() float64 {
 // piecewise-constant rates and keeps each phase's rate right even when a
 // gap crosses a phase boundary.
 func (s *modelStream) advance(u float64) {
-	rates := s.m.Rates
+	rates := s.rates
 	for {
 		p := rates[s.phase]
 		last := s.phase == len(rates)-1 || p.Duration == 0

@@ -141,6 +141,8 @@ type parser struct {
 	traces map[string][]RatePhase
 	// runLength is warmup plus duration, which daily_rate curves cover.
 	runLength time.Duration
+	// gpuTypes are the cluster's, which a model's gpu_type names.
+	gpuTypes []GPUType
 }
 
 // topKeys are a workload file's root keys: a serving configuration's and
@@ -188,6 +190,7 @@ func (p *parser) workload(root *yaml.Node) (*Workload, error) {
 	if w.Cluster, err = p.cluster(v, "cluster"); err != nil {
 		return nil, err
 	}
+	p.gpuTypes = w.Cluster.GPUTypes
 	w.Settings = serving.DefaultSettings()
 	if err := p.dec.Settings(m, &w.Settings); err != nil {
 		return nil, err

@@ -41,7 +41,45 @@ func (p *parser) model(m *strictyaml.Map, sm serving.Model) (Model, error) {
 			return md, err
 		}
 	}
+	if v, ok := m.Lookup("gpu_type"); ok {
+		if md.GPUType, _, err = p.Str(v, m.At("gpu_type"), "the name of one of the cluster's gpu_types"); err != nil {
+			return md, err
+		}
+		if !slices.ContainsFunc(p.gpuTypes, func(g GPUType) bool { return g.Name == md.GPUType }) {
+			return md, p.ErrAt(v, m.At("gpu_type"), "no gpu_type named %q in the cluster (it lists %s)", md.GPUType, gpuTypeNames(p.gpuTypes))
+		}
+	}
+	if v, ok := m.Lookup("concurrency"); ok {
+		if md.Concurrency, err = p.IntIn(v, m.At("concurrency"), 1, MaxConcurrency); err != nil {
+			return md, err
+		}
+	}
+	if v, ok := m.Lookup("stream"); ok {
+		if md.Stream, _, err = p.Str(v, m.At("stream"), "the name of an arrival stream the model shares"); err != nil {
+			return md, err
+		}
+		if md.Stream == "" {
+			return md, p.ErrAt(v, m.At("stream"), "an empty stream name")
+		}
+	}
+	if v, ok := m.Lookup("stream_batch"); ok {
+		if md.StreamBatch, err = p.IntIn(v, m.At("stream_batch"), 1, MaxStreamBatch); err != nil {
+			return md, err
+		}
+	}
 	return md, nil
+}
+
+// gpuTypeNames lists the types' names for an error message.
+func gpuTypeNames(types []GPUType) string {
+	if len(types) == 0 {
+		return "no gpu_types"
+	}
+	names := make([]string, len(types))
+	for i, g := range types {
+		names[i] = g.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // priorityMix reads a list of {level, share}: the shares of a model's

@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +12,71 @@ import (
 )
 
 // TestWriteWorkload: the exported workload parses with the workload
-// parser, serves every GPU module as a model whose SLO is its budget and
-// whose rate is its rate, and rents the provision's machines.
+// parser; each GPU module becomes one model per hardware kind and
+// concurrency it runs on, whose SLO is its budget, whose rates add up to
+// the module's real rate, pinned to its hardware; and the cluster rents the
+// GPU instances of the provision's packing, no more and no fewer.
 func TestWriteWorkload(t *testing.T) {
-	af, err := provision.ParseAppFile("../../testdata/apps/traffic.yaml")
+	for _, app := range []string{"traffic", "detect-classify", "harpagon-m3"} {
+		af, p, w := exportApp(t, app, provision.ExportOptions{})
+		rate := map[string]float64{}
+		for _, m := range w.Models {
+			module, _, _ := strings.Cut(m.Name, ".")
+			rate[module] += m.Rates[0].Rate
+			if m.GPUType == "" || m.Arrival.Kind != workload.ArrivalConstant {
+				t.Errorf("%s: model %s: gpu_type %q, arrival %v", app, m.Name, m.GPUType, m.Arrival)
+			}
+			// A module run as several models shares one stream of its
+			// requests, dispatched a batch at a time.
+			if split := strings.Contains(m.Name, "."); split != (m.Stream == module) || split && m.StreamBatch < 1 {
+				t.Errorf("%s: model %s: stream %q, stream_batch %d", app, m.Name, m.Stream, m.StreamBatch)
+			}
+			var mp *provision.ModuleProvision
+			for i := range p.Modules {
+				if p.Modules[i].Name == module {
+					mp = &p.Modules[i]
+				}
+			}
+			if mp == nil || m.SLO != mp.Budget {
+				t.Errorf("%s: model %s has no module, or an SLO other than its budget", app, m.Name)
+				continue
+			}
+			served := false
+			for _, c := range mp.Configs {
+				served = served || c.Hardware == m.GPUType && max(c.Concurrency, 1) == max(m.Concurrency, 1)
+			}
+			if !served {
+				t.Errorf("%s: model %s on %s at concurrency %d, where no configuration of %s runs", app, m.Name, m.GPUType, m.Concurrency, module)
+			}
+		}
+		for i, mp := range p.Modules {
+			if af.App.Modules[i].Kind == provision.CPU {
+				if _, ok := rate[mp.Name]; ok {
+					t.Errorf("%s: CPU module %s exported as a model", app, mp.Name)
+				}
+				continue
+			}
+			if math.Abs(rate[mp.Name]-mp.Rate) > 1e-9*mp.Rate {
+				t.Errorf("%s: module %s: exported rates add up to %v, its rate is %v", app, mp.Name, rate[mp.Name], mp.Rate)
+			}
+		}
+		pk := provision.Pack(af.App, p)
+		for _, g := range w.Cluster.GPUTypes {
+			if n := pk.Count(g.Name); g.Count != n {
+				t.Errorf("%s: %d %s in the cluster, the packing rents %d", app, g.Count, g.Name, n)
+			}
+		}
+		if got := w.Cluster.CostPerHour(); math.Abs(got-pk.GPUCostPerHour) > 1e-9 {
+			t.Errorf("%s: the cluster costs %v per hour, the packing's GPU instances %v", app, got, pk.GPUCostPerHour)
+		}
+	}
+}
+
+// exportApp plans testdata/apps/APP.yaml, exports it with o and parses the
+// export.
+func exportApp(t *testing.T, app string, o provision.ExportOptions) (*provision.AppFile, *provision.Provision, *workload.Workload) {
+	t.Helper()
+	af, err := provision.ParseAppFile("../../testdata/apps/" + app + ".yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,52 +85,24 @@ func TestWriteWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := provision.WriteWorkload(&buf, af.App, p); err != nil {
+	if err := provision.WriteWorkload(&buf, af.App, p, o); err != nil {
 		t.Fatal(err)
 	}
 	w, err := workload.Parse(buf.Bytes(), "exported.yaml")
 	if err != nil {
-		t.Fatalf("%v\n%s", err, buf.String())
+		t.Fatalf("%s: %v\n%s", app, err, buf.String())
 	}
-	if !strings.Contains(buf.String(), "CPU modules left out: [decode]") {
-		t.Errorf("no note on the CPU module:\n%s", buf.String())
+	return af, p, w
+}
+
+// TestWriteWorkloadArrival: Poisson on request; anything else refused.
+func TestWriteWorkloadArrival(t *testing.T) {
+	af, p, w := exportApp(t, "harpagon-m3", provision.ExportOptions{Arrival: "poisson"})
+	if w.Models[0].Arrival.Kind != workload.ArrivalPoisson {
+		t.Fatalf("poisson export: %+v", w.Models[0].Arrival)
 	}
-	got := map[string]workload.Model{}
-	for _, m := range w.Models {
-		got[m.Name] = m
-	}
-	gpuMachines := map[string]float64{}
-	for i, mp := range p.Modules {
-		if af.App.Modules[i].Kind == provision.CPU {
-			if _, ok := got[mp.Name]; ok {
-				t.Errorf("CPU module %s exported as a model", mp.Name)
-			}
-			continue
-		}
-		m, ok := got[mp.Name]
-		if !ok {
-			t.Fatalf("module %s missing from the workload", mp.Name)
-		}
-		if m.SLO != mp.Budget {
-			t.Errorf("%s: SLO %v, budget %v", mp.Name, m.SLO, mp.Budget)
-		}
-		if len(m.Rates) != 1 || m.Rates[0].Rate != mp.Rate {
-			t.Errorf("%s: rates %+v, want %v", mp.Name, m.Rates, mp.Rate)
-		}
-		if !m.Profile.Valid() || m.Profile.Latency(1) <= 0 {
-			t.Errorf("%s: profile %+v", mp.Name, m.Profile)
-		}
-		for _, c := range mp.Configs {
-			gpuMachines[c.Hardware] += c.Machines
-		}
-	}
-	for _, g := range w.Cluster.GPUTypes {
-		if need := gpuMachines[g.Name]; float64(g.Count) < need || float64(g.Count) >= need+1 {
-			t.Errorf("%s: %d GPUs for %v machines", g.Name, g.Count, need)
-		}
-	}
-	if len(w.Cluster.GPUTypes) == 0 {
-		t.Error("no GPU types")
+	if err := provision.WriteWorkload(&bytes.Buffer{}, af.App, p, provision.ExportOptions{Arrival: "gamma"}); err == nil {
+		t.Error("exported with arrival gamma")
 	}
 }
 
@@ -83,7 +117,7 @@ func TestWriteWorkloadRefusesInvalid(t *testing.T) {
 	}
 	p.Modules[0].Budget /= 10 // no longer met
 	var buf bytes.Buffer
-	if err := provision.WriteWorkload(&buf, af.App, p); err == nil || buf.Len() != 0 {
+	if err := provision.WriteWorkload(&buf, af.App, p, provision.ExportOptions{}); err == nil || buf.Len() != 0 {
 		t.Fatalf("exported an invalid provision: %v\n%s", err, buf.String())
 	}
 }
@@ -100,7 +134,7 @@ func TestWriteWorkloadTooManyMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	err = provision.WriteWorkload(&buf, app, p)
+	err = provision.WriteWorkload(&buf, app, p, provision.ExportOptions{})
 	if err == nil {
 		if _, perr := workload.Parse(buf.Bytes(), "exported.yaml"); perr != nil {
 			t.Fatalf("exported a workload that does not parse: %v", perr)

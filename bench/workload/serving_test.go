@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func TestLoadKeysAreRead(t *testing.T) {
 	}
 	for _, k := range serving.LoadModelKeys {
 		rate := "rate: 1, "
-		if k != "arrival" && k != "priority_mix" {
+		if slices.Contains([]string{"rate", "rates", "rate_trace", "daily_rate"}, k) {
 			rate = ""
 		}
 		if _, err := Parse([]byte(fmt.Sprintf(base, rate+bad(k), "total_rate: 1", "")), "t.yaml"); err == nil || !strings.Contains(err.Error(), "models[0]."+k) {

@@ -112,6 +112,37 @@ type Model struct {
 	// priority level above 0, highest level first; level 0 takes the rest.
 	// Empty: every request at level 0, as if priorities did not exist.
 	PriorityMix []PriorityShare
+	// GPUType pins the model to the GPUs of one of the cluster's gpu_types
+	// (empty: any GPU). Pinned models run in one rank loop per type, so a
+	// heterogeneous cluster serves each model only on the hardware its
+	// profile was measured on (a provision's export, docs/workload-format.md).
+	GPUType string
+	// Concurrency is how many of the model's batches a GPU runs at once
+	// (Scrooge's concurrency level; 0 and 1 mean one). Profile is then the
+	// latency of one batch while that many run together: a batch holds its
+	// GPU for ℓ(b)/Concurrency and answers ℓ(b) after it starts. Only the
+	// simulator models it.
+	Concurrency int
+	// Stream names an arrival stream the model shares with the other
+	// models that name it: one stream at their rates' sum, each arrival
+	// dispatched to one of them in runs of its StreamBatch (0: 1)
+	// consecutive requests, so that each collects a batch at the stream's
+	// whole rate, as batch-aware dispatch (Harpagon's Theorem 1) sends a
+	// module's requests to its configurations' machines. Members of a
+	// stream have one constant rate each and the same arrival process.
+	Stream      string
+	StreamBatch int
+}
+
+// Occupancy is how long a batch of b holds its GPU: ℓ(b) over the
+// model's concurrency.
+func (m *Model) Occupancy(b int) time.Duration {
+	l := m.Profile.Latency(b)
+	if m.Concurrency > 1 {
+		e := time.Duration(m.Concurrency)
+		l = (l + e - 1) / e
+	}
+	return l
 }
 
 // PriorityShare is the fraction of a model's requests sent at one
@@ -373,6 +404,45 @@ func (w *Workload) Validate() error {
 		if m.Arrival.Kind == ArrivalGamma && !(m.Arrival.Shape > 0) {
 			return fmt.Errorf("workload %s: model %q: gamma shape must be positive", w.Source, m.Name)
 		}
+		if m.Concurrency < 0 || m.Concurrency > MaxConcurrency {
+			return fmt.Errorf("workload %s: model %q: concurrency %d is outside 1..%d", w.Source, m.Name, m.Concurrency, MaxConcurrency)
+		}
+		if (m.GPUType == "") != (w.Models[0].GPUType == "") {
+			return fmt.Errorf("workload %s: model %q: give every model a gpu_type or none (model %q has %q)", w.Source, m.Name, w.Models[0].Name, w.Models[0].GPUType)
+		}
+		if m.GPUType != "" && !slices.ContainsFunc(w.Cluster.GPUTypes, func(g GPUType) bool { return g.Name == m.GPUType }) {
+			return fmt.Errorf("workload %s: model %q: gpu_type %q is not one of the cluster's gpu_types", w.Source, m.Name, m.GPUType)
+		}
+	}
+	streams := map[string]*Model{}
+	for i := range w.Models {
+		m := &w.Models[i]
+		if m.Stream == "" {
+			if m.StreamBatch != 0 {
+				return fmt.Errorf("workload %s: model %q: stream_batch without a stream", w.Source, m.Name)
+			}
+			continue
+		}
+		switch lead := streams[m.Stream]; {
+		case len(m.Rates) != 1 || m.Rates[0].Duration != 0:
+			return fmt.Errorf("workload %s: model %q: a stream's models each take one constant rate", w.Source, m.Name)
+		case m.StreamBatch < 0 || m.StreamBatch > MaxStreamBatch:
+			return fmt.Errorf("workload %s: model %q: stream_batch %d is outside 1..%d", w.Source, m.Name, m.StreamBatch, MaxStreamBatch)
+		case lead == nil:
+			streams[m.Stream] = m
+		case lead.Arrival != m.Arrival:
+			return fmt.Errorf("workload %s: model %q: stream %q has the arrival process of %q, which differs", w.Source, m.Name, m.Stream, lead.Name)
+		}
+	}
+	if w.Pinned() || w.Concurrent() {
+		switch {
+		case w.Epoch != nil:
+			return fmt.Errorf("workload %s: gpu_type and concurrency are the simulator's static placement; the epoch job places models itself", w.Source)
+		case len(w.Faults) > 0:
+			return fmt.Errorf("workload %s: gpu_type and concurrency are not modelled under faults", w.Source)
+		case w.Policy == scheduler.PolicyNexus:
+			return fmt.Errorf("workload %s: gpu_type and concurrency run with the symphony, work-conserving and clockwork policies, not nexus", w.Source)
+		}
 	}
 	if e := w.Epoch; e != nil {
 		switch {
@@ -397,6 +467,43 @@ func (w *Workload) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MaxConcurrency bounds a model's concurrency, as the application file's.
+const MaxConcurrency = 1024
+
+// MaxStreamBatch bounds a stream's run length, as a profile's batch.
+const MaxStreamBatch = 1 << 16
+
+// Pinned reports whether the models are pinned to gpu_types.
+func (w *Workload) Pinned() bool { return len(w.Models) > 0 && w.Models[0].GPUType != "" }
+
+// Concurrent reports whether a model runs more than one batch at once on a
+// GPU.
+func (w *Workload) Concurrent() bool {
+	return slices.ContainsFunc(w.Models, func(m Model) bool { return m.Concurrency > 1 })
+}
+
+// CostPerHour is what the cluster's GPUs cost per hour, from the prices of
+// its gpu_types (0 when none has a price).
+func (c *Cluster) CostPerHour() float64 {
+	sum := 0.0
+	for _, g := range c.GPUTypes {
+		sum += float64(g.Count) * g.PricePerHour
+	}
+	return sum
+}
+
+// GPUsOfType returns the IDs of the GPUs of the named type: the types hold
+// consecutive IDs in the order the cluster lists them.
+func (c *Cluster) GPUsOfType(name string) (first, count int) {
+	for _, g := range c.GPUTypes {
+		if g.Name == name {
+			return first, g.Count
+		}
+		first += g.Count
+	}
+	return 0, 0
 }
 
 // EpochEngines are the partitioning engines an epoch may name.

@@ -106,6 +106,11 @@ func (lf *loadFlags) workload(fs *flag.FlagSet) (*workload.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w.Pinned() || w.Concurrent() {
+		// A live cluster is one GPU kind whose backends run a batch at a
+		// time: the file's placement would be silently ignored.
+		return nil, cli.UsageErr("%s pins models to gpu_types or runs batches concurrently, which only the simulator models: run it with symphony sim -f", w.Source)
+	}
 	if *lf.inputBytes >= 0 {
 		// Every model's inputs take this size, and a cluster started from
 		// w budgets their pulls for it.

@@ -32,6 +32,7 @@ func runProvision(args []string, stdout, stderr io.Writer) error {
 	heuristicsOnly := fs.Bool("heuristics-only", false, "provision with the papers' heuristics alone (Algorithm 1, dummies, Algorithm 2), without this planner's exact refinements; reproduces the papers' tables")
 	baseline := fs.String("baseline", "", "provision as a baseline would: nexus, scrooge, inferline or clipper")
 	workloadOut := fs.String("workload-out", "", "write a Symphony workload file whose per-model SLOs are the module budgets to `FILE`")
+	arrival := fs.String("arrival", "const", "the --workload-out models' arrival process: const (the steady rate the planners plan for) or poisson")
 	compare := fs.Bool("compare", false, "also run every baseline, the brute force and (with a solver) Scrooge's MILP, and print their costs")
 	solver := fs.String("solver", "", "MILP solver for --compare: cbc, glpsol or a path to one (default: the first installed)")
 	timeLimit := fs.Duration("time-limit", lpsolve.DefaultTimeLimit, "time limit of the MILP for --compare")
@@ -106,13 +107,16 @@ func runProvision(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: the planner produced an invalid provision: %w", *file, err)
 	}
 	out := provision.NewSummary(af.Source, p, took)
+	out.SetPacking(provision.Pack(af.App, p))
 	if *compare {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		out.Compare = provision.Compare(ctx, af.App, p, *solver, *timeLimit)
 	}
 	if *workloadOut != "" {
-		if err := cli.WriteFile(*workloadOut, func(w io.Writer) error { return provision.WriteWorkload(w, af.App, p) }); err != nil {
+		if err := cli.WriteFile(*workloadOut, func(w io.Writer) error {
+			return provision.WriteWorkload(w, af.App, p, provision.ExportOptions{Arrival: *arrival})
+		}); err != nil {
 			return fmt.Errorf("--workload-out: %w", err)
 		}
 		out.WorkloadOut = *workloadOut

@@ -18,10 +18,14 @@ const (
 )
 
 type provisionJSON struct {
-	Planner     string   `json:"planner"`
-	CostPerHour *float64 `json:"cost_per_hour"`
-	SLO         float64  `json:"slo"`
-	Options     struct {
+	Planner           string   `json:"planner"`
+	CostPerHour       *float64 `json:"cost_per_hour"`
+	RentedCostPerHour float64  `json:"rented_cost_per_hour"`
+	Instances         []struct {
+		Hardware string `json:"hardware"`
+	} `json:"instances"`
+	SLO     float64 `json:"slo"`
+	Options struct {
 		Dispatch   string `json:"dispatch"`
 		MaxConfigs int    `json:"max_configs"`
 		Dummy      bool   `json:"dummy"`
@@ -136,6 +140,14 @@ func TestProvisionTextCompareAndWorkload(t *testing.T) {
 	}
 	got := provisionCLI(t, "-f", trafficApp, "--json", "--compare")
 	ours := *got.CostPerHour
+	// Whole instances cost at least the occupancy-charged plan: 3 v100 and
+	// a cpu8 for traffic.
+	if got.RentedCostPerHour < ours || len(got.Instances) != 4 || math.Abs(got.RentedCostPerHour-9.58) > 1e-9 {
+		t.Errorf("rents %v per hour on %d instances, want 9.58 on 4 (the plan costs %v)", got.RentedCostPerHour, len(got.Instances), ours)
+	}
+	if code, _, stderr := runCLI(t, "provision", "-f", trafficApp, "--workload-out", out, "--arrival", "gamma"); code == 0 || !strings.Contains(stderr, "want const or poisson") {
+		t.Errorf("--arrival gamma: exit %d, %s", code, stderr)
+	}
 	for _, c := range got.Compare {
 		if c.CostPerHour != nil && *c.CostPerHour < ours*(1-1e-9) && c.Planner != "brute-force" {
 			t.Errorf("%s costs %v, below ours %v", c.Planner, *c.CostPerHour, ours)

@@ -2,10 +2,11 @@ package provision
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,33 +17,56 @@ import (
 // cluster, all GPU types together (bench/workload's maxGPUs).
 const maxWorkloadGPUs = 1 << 20
 
+// ExportOptions tune WriteWorkload.
+type ExportOptions struct {
+	// Arrival is the exported models' arrival process: "const" (the
+	// default) or "poisson". The planners' worst case, d + b/w, is the time
+	// to collect a batch at a steady rate w (frames of a video stream, as
+	// Scrooge and Harpagon plan for): a plan may fill a machine to the
+	// last request, which steady arrivals keep up with and Poisson ones do
+	// not.
+	Arrival string
+}
+
+// exportModel is one model of an exported workload: a module's
+// configurations on one hardware kind at one concurrency.
+type exportModel struct {
+	name        string
+	latency     []time.Duration // ℓ(b) for b = 1..len
+	hw          string
+	concurrency int
+	stream      string // the module's, when it runs as several models
+	streamBatch int
+	slo         time.Duration
+	rate        float64
+	configs     []int
+}
+
 // WriteWorkload writes p as a Symphony workload file
-// (docs/workload-format.md, "Workload file") that serves app's GPU modules
-// as models: each model's SLO is its module's budget, its rate the
-// module's real request rate, its profile a linear fit (least squares, α and
-// β clamped at 0) to the module's points at concurrency 1 on the hardware
-// of its first configuration, and the cluster lists, per hardware kind, the
-// machines the provision uses (rounded up), with price and memory. CPU modules
-// are left out: Symphony's scheduler batches GPU models. It is how a cost
-// provision becomes per-model SLOs for the scheduler to run (symphony sim -f).
-func WriteWorkload(w io.Writer, app *App, p *Provision) error {
+// (docs/workload-format.md, "Workload file") that the simulator serves as
+// the provision runs. Each GPU module's configurations on one hardware kind
+// at one concurrency become one model: its SLO is the module's budget, its
+// rate the configurations' real rate (dummies left out: Symphony's
+// scheduler batches what arrives), its profile the module's points there
+// as a table up to the plan's largest batch (stepProfile), its gpu_type the
+// hardware and its concurrency the configurations'. A module on one such group keeps its name; otherwise each
+// group is named module.hardware (and .cN when one hardware has several
+// concurrencies). The cluster rents the instances Pack packs the provision
+// onto, with their prices; CPU modules are left out (Symphony's scheduler
+// batches GPU models), and a comment names their instances.
+func WriteWorkload(w io.Writer, app *App, p *Provision, o ExportOptions) error {
+	switch o.Arrival {
+	case "":
+		o.Arrival = "const"
+	case "const", "poisson":
+	default:
+		return fmt.Errorf("provision: export arrival %q: want const or poisson", o.Arrival)
+	}
 	if err := Verify(app, p); err != nil {
 		return fmt.Errorf("provision: not exporting an invalid provision: %w", err)
 	}
-	hwIndex := map[string]int{}
-	for i, h := range app.Hardware {
-		hwIndex[h.Name] = i
-	}
-	count := make([]float64, len(app.Hardware))
-	type model struct {
-		name        string
-		alpha, beta time.Duration
-		maxBatch    int
-		hw          string
-		slo         time.Duration
-		rate        float64
-	}
-	var models []model
+	pk := Pack(app, p)
+	var models []exportModel
 	var cpu []string
 	for i, mp := range p.Modules {
 		mod := app.Modules[i]
@@ -50,59 +74,92 @@ func WriteWorkload(w io.Writer, app *App, p *Provision) error {
 			cpu = append(cpu, mod.Name)
 			continue
 		}
-		for _, c := range mp.Configs {
-			count[hwIndex[c.Hardware]] += c.Machines
+		first := len(models)
+		for ci, c := range mp.Configs {
+			at := slices.IndexFunc(models[first:], func(m exportModel) bool { return m.hw == c.Hardware && m.concurrency == c.Concurrency })
+			if at < 0 {
+				models = append(models, exportModel{hw: c.Hardware, concurrency: c.Concurrency, slo: mp.Budget})
+				at = len(models) - first - 1
+			}
+			m := &models[first+at]
+			m.rate += c.Rate - c.DummyRate
+			m.configs = append(m.configs, ci)
 		}
-		hw := mp.Configs[0].Hardware
-		var pts []Point
-		for _, pr := range mod.Profiles {
-			if pr.Hardware == hw {
-				for _, pt := range pr.Points {
-					if pt.Concurrency == 1 {
-						pts = append(pts, pt)
+		group := models[first:]
+		for k := range group {
+			m := &group[k]
+			var pts []Point
+			for _, pr := range mod.Profiles {
+				if pr.Hardware == m.hw {
+					for _, pt := range pr.Points {
+						if pt.Concurrency == m.concurrency {
+							pts = append(pts, pt)
+						}
 					}
 				}
 			}
-		}
-		if len(pts) == 0 {
-			// Only concurrent points: one batch's latency is still a
-			// batch's latency.
-			for _, pr := range mod.Profiles {
-				if pr.Hardware == hw {
-					pts = pr.Points
+			// Batches no larger than the plan's: a larger one runs longer
+			// than any the budget was split for.
+			planned := 0
+			for _, ci := range m.configs {
+				planned = max(planned, mp.Configs[ci].Batch)
+			}
+			m.latency = stepProfile(pts, planned)
+			m.name = mod.Name
+			if len(group) > 1 {
+				// One stream of the module's requests, dispatched to its
+				// models a batch at a time, as the plan's batch-aware
+				// dispatch sends them to its configurations' machines.
+				m.stream, m.streamBatch = mod.Name, planned
+				m.name += "." + m.hw
+				if slices.ContainsFunc(group, func(o exportModel) bool { return o.hw == m.hw && o.concurrency != m.concurrency }) {
+					m.name += fmt.Sprintf(".c%d", m.concurrency)
 				}
 			}
 		}
-		alpha, beta, maxBatch := fitLinear(pts)
-		models = append(models, model{name: mod.Name, alpha: alpha, beta: beta, maxBatch: maxBatch, hw: hw, slo: mp.Budget, rate: mp.Rate})
 	}
 	if len(models) == 0 {
 		return errors.New("provision: the application has no GPU module to serve as a Symphony model")
 	}
-	machines := 0.0
-	for _, c := range count {
-		if c > 0 {
-			machines += math.Max(1, math.Ceil(c-1e-9))
+	machines := 0
+	for _, in := range pk.Instances {
+		if in.Kind == GPU {
+			machines++
 		}
 	}
 	if machines > maxWorkloadGPUs {
-		return fmt.Errorf("provision: the provision uses %.0f GPU machines, more than the %d a workload file's cluster may have", machines, maxWorkloadGPUs)
+		return fmt.Errorf("provision: the provision uses %d GPU machines, more than the %d a workload file's cluster may have", machines, maxWorkloadGPUs)
 	}
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "# Symphony workload exported by `symphony provision` (planner %s): each model's\n", p.Planner)
-	fmt.Fprintf(bw, "# SLO is its module's latency budget within the end-to-end SLO of %v;\n", p.SLO)
-	fmt.Fprintf(bw, "# profiles are linear upper bounds of the module's points on its first configuration's hardware.\n")
+	fmt.Fprintf(bw, "# Symphony workload exported by `symphony provision` (planner %s): each model is a module's\n", p.Planner)
+	fmt.Fprintf(bw, "# configurations on one hardware kind at one concurrency; its SLO is the module's latency\n")
+	fmt.Fprintf(bw, "# budget within the end-to-end SLO of %v, its profile a linear upper bound of the module's\n", p.SLO)
+	fmt.Fprintf(bw, "# points there. Arrivals are %s.\n", map[string]string{"const": "steady, as the planners' d + b/w assumes", "poisson": "Poisson"}[o.Arrival])
+	fmt.Fprintf(bw, "# The provision costs %s per hour with partial machines charged by occupancy; packed onto\n", strconv.FormatFloat(p.CostPerHour, 'f', 4, 64))
+	fmt.Fprintf(bw, "# whole instances (best fit) it rents these for %s per hour", strconv.FormatFloat(pk.CostPerHour, 'f', 4, 64))
 	if len(cpu) > 0 {
-		fmt.Fprintf(bw, "# CPU modules left out: %v\n", cpu)
+		fmt.Fprintf(bw, ", of which the GPU instances below\n# cost %s; CPU modules left out: %v", strconv.FormatFloat(pk.GPUCostPerHour, 'f', 4, 64), cpu)
 	}
-	fmt.Fprintf(bw, "# The provision costs %s per hour.\n", strconv.FormatFloat(p.CostPerHour, 'f', 4, 64))
+	bw.WriteString(".\n# Instances:\n")
+	for _, in := range pk.Instances {
+		fmt.Fprintf(bw, "#   %s:", in.Hardware)
+		for _, sh := range in.Shares {
+			fmt.Fprintf(bw, " %s[%d] %s", sh.Module, sh.Config, strconv.FormatFloat(sh.Fraction, 'f', 3, 64))
+		}
+		bw.WriteString("\n")
+	}
 	bw.WriteString("seed: 1\nduration: 30s\nwarmup: 5s\ncluster:\n  gpu_types:\n")
-	for i, h := range app.Hardware {
-		if count[i] <= 0 {
+	for _, h := range app.Hardware {
+		n := 0
+		for _, in := range pk.Instances {
+			if in.Hardware == h.Name && in.Kind == GPU {
+				n++
+			}
+		}
+		if n == 0 {
 			continue
 		}
-		n := int(math.Ceil(count[i] - 1e-9))
-		fmt.Fprintf(bw, "    - {name: %s, count: %d, price_per_hour: %s", h.Name, max(1, n), strconv.FormatFloat(h.PricePerHour, 'g', -1, 64))
+		fmt.Fprintf(bw, "    - {name: %s, count: %d, price_per_hour: %s", h.Name, n, strconv.FormatFloat(h.PricePerHour, 'g', -1, 64))
 		if h.Memory > 0 {
 			fmt.Fprintf(bw, ", memory: %s", strictyaml.FormatSize(h.Memory))
 		}
@@ -111,47 +168,48 @@ func WriteWorkload(w io.Writer, app *App, p *Provision) error {
 	bw.WriteString("models:\n")
 	for _, m := range models {
 		fmt.Fprintf(bw, "  - name: %s\n", m.name)
-		fmt.Fprintf(bw, "    profile: {alpha: %v, beta: %v, max_batch: %d}   # on %s\n", m.alpha, m.beta, m.maxBatch, m.hw)
+		bw.WriteString("    profile: {batch_latency: [")
+		for b, l := range m.latency {
+			if b > 0 {
+				bw.WriteString(", ")
+			}
+			bw.WriteString(l.String())
+		}
+		bw.WriteString("]}\n")
+		fmt.Fprintf(bw, "    gpu_type: %s\n", m.hw)
+		if m.concurrency > 1 {
+			fmt.Fprintf(bw, "    concurrency: %d\n", m.concurrency)
+		}
 		fmt.Fprintf(bw, "    slo: %v\n", m.slo)
 		fmt.Fprintf(bw, "    rate: %s\n", strconv.FormatFloat(m.rate, 'g', -1, 64))
-		bw.WriteString("    arrival: poisson\n")
+		fmt.Fprintf(bw, "    arrival: %s\n", o.Arrival)
+		if m.stream != "" {
+			fmt.Fprintf(bw, "    stream: %s\n    stream_batch: %d\n", m.stream, m.streamBatch)
+		}
 	}
 	bw.WriteString("policy: symphony\n")
 	return bw.Flush()
 }
 
-// fitLinear fits latency = α·batch + β to points by least squares, with α
-// and β at least 0 (and not both 0), then raises β until the line is at or
-// above every point, and returns the largest batch. The exported profile
-// is thus an upper bound: a Symphony scheduler planning with it never
-// expects a batch to finish sooner than the module's measurements say.
-func fitLinear(pts []Point) (alpha, beta time.Duration, maxBatch int) {
-	var n, sx, sy, sxx, sxy float64
-	for _, p := range pts {
-		x, y := float64(p.Batch), float64(p.Latency)
-		n++
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
-		maxBatch = max(maxBatch, p.Batch)
-	}
-	a, b := 0.0, sy/n
-	if den := n*sxx - sx*sx; n > 1 && den > 0 {
-		a = (n*sxy - sx*sy) / den
-		b = (sy - a*sx) / n
-	}
-	switch {
-	case a < 0: // latency falling with the batch: a constant
-		a, b = 0, sy/n
-	case b < 0: // through the origin
-		a, b = sxy/sxx, 0
-	}
-	for _, p := range pts {
-		if short := float64(p.Latency) - (a*float64(p.Batch) + b); short > 0 {
-			b += short
+// stepProfile is ℓ(b) for b = 1..upTo (at least the smallest point's
+// batch) from a module's points at one hardware and concurrency: each
+// batch takes what the smallest measured batch at least as large takes
+// (the largest point beyond the last). It is exact at every measured batch
+// and, latency growing with the batch, never below the truth between
+// them: the scheduler never expects a batch to end sooner than it does.
+func stepProfile(pts []Point, upTo int) []time.Duration {
+	pts = slices.Clone(pts)
+	slices.SortFunc(pts, func(a, b Point) int { return cmp.Or(cmp.Compare(a.Batch, b.Batch), cmp.Compare(b.Latency, a.Latency)) })
+	out := make([]time.Duration, max(upTo, 1))
+	k := 0
+	for b := range out {
+		for k < len(pts)-1 && pts[k].Batch < b+1 {
+			k++
+		}
+		out[b] = pts[k].Latency
+		if b > 0 {
+			out[b] = max(out[b], out[b-1])
 		}
 	}
-	alpha, beta = time.Duration(math.Ceil(a)), time.Duration(math.Ceil(b))
-	if alpha == 0 && beta == 0 {
-		beta = time.Nanosecond
-	}
-	return alpha, beta, max(1, maxBatch)
+	return out
 }

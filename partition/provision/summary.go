@@ -37,6 +37,39 @@ type Summary struct {
 	// WorkloadOut names the Symphony workload file written from the provision
 	// (WriteWorkload), if one was.
 	WorkloadOut string `json:"workload_out,omitempty"`
+	// RentedCostPerHour is what the instances the provision packs onto cost
+	// (Pack): what a cloud bills, where CostPerHour charges partial
+	// machines by occupancy. Instances lists them; both are absent until
+	// SetPacking.
+	RentedCostPerHour float64           `json:"rented_cost_per_hour,omitempty"`
+	Instances         []SummaryInstance `json:"instances,omitempty"`
+}
+
+// SummaryInstance is one rented instance of a packing and the modules'
+// shares of it.
+type SummaryInstance struct {
+	Hardware string               `json:"hardware"`
+	Shares   []SummaryInstanceUse `json:"shares"`
+}
+
+// SummaryInstanceUse is one configuration's share of an instance.
+type SummaryInstanceUse struct {
+	Module   string  `json:"module"`
+	Config   int     `json:"config"`
+	Fraction float64 `json:"fraction"`
+}
+
+// SetPacking adds the instances the provision rents (Pack) to the summary.
+func (o *Summary) SetPacking(pk Packing) {
+	o.RentedCostPerHour = pk.CostPerHour
+	o.Instances = nil
+	for _, in := range pk.Instances {
+		si := SummaryInstance{Hardware: in.Hardware}
+		for _, sh := range in.Shares {
+			si.Shares = append(si.Shares, SummaryInstanceUse(sh))
+		}
+		o.Instances = append(o.Instances, si)
+	}
 }
 
 // SummaryOptions are the planner options that shaped the provision, named as
@@ -126,7 +159,17 @@ func (o *Summary) writeTables(w io.Writer) error {
 	fmt.Fprintf(w, "%s: %d modules, SLO %s\n", filepath.Base(o.Source), len(o.Modules), FormatSeconds(o.SLO))
 	fmt.Fprintf(w, "planner:  %s (dispatch %s, max configs %s, dummy %v, split %s), planned in %s\n",
 		o.Planner, o.Options.Dispatch, maxConfigsText(o.Options.MaxConfigs), o.Options.Dummy, o.Options.Split, FormatSeconds(o.PlanSeconds))
-	fmt.Fprintf(w, "cost:     %.4f per hour\n\n", o.CostPerHour)
+	fmt.Fprintf(w, "cost:     %.4f per hour", o.CostPerHour)
+	if o.RentedCostPerHour > 0 {
+		shared := 0
+		for _, in := range o.Instances {
+			if len(in.Shares) > 1 {
+				shared++
+			}
+		}
+		fmt.Fprintf(w, " with partial machines charged by occupancy; rents %.4f per hour: %d instances, %d shared by partial machines (best fit)", o.RentedCostPerHour, len(o.Instances), shared)
+	}
+	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "module\trate\tbudget\tworst case\tcost/h\thardware\tbatch\tconc\tmachines\tassigned\tdummy\tw\tworst case\t")
 	for _, m := range o.Modules {

@@ -24,7 +24,7 @@ var (
 	// LoadTopKeys are the workload's keys of the root mapping.
 	LoadTopKeys = []string{"seed", "duration", "warmup", "cluster", "nexus_frontends", "autoscale_window", "epoch", "faults"}
 	// LoadModelKeys are the workload's keys of a models entry.
-	LoadModelKeys = []string{"rate", "rates", "rate_trace", "daily_rate", "arrival", "priority_mix"}
+	LoadModelKeys = []string{"rate", "rates", "rate_trace", "daily_rate", "arrival", "priority_mix", "gpu_type", "concurrency", "stream", "stream_batch"}
 	// LoadZooKeys are the workload's keys of a zoo mapping.
 	LoadZooKeys = []string{"total_rate", "total_rates", "popularity", "arrival"}
 )
