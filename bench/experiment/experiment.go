@@ -108,7 +108,7 @@ func All() []*Experiment {
 	return []*Experiment{
 		table4Experiment(), fig4Experiment(), fig6Experiment(), fig7Experiment(),
 		fig8Experiment(), fig9Experiment(), fig10Experiment(), fig11Experiment(),
-		fig13Experiment(), fig14Experiment(), fig15Experiment(), cloudExperiment(),
+		fig13Experiment(), fig14Experiment(), fig15Experiment(), cloudExperiment(), replanExperiment(),
 	}
 }
 

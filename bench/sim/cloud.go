@@ -164,7 +164,11 @@ type cloudJob struct {
 	admission cloudscale.Admission
 	burst     burstState
 
+	// slo is each model's objective for the requests arriving now (a
+	// policy may change it).
+	slo []time.Duration
 	// The tick's measurements.
+	tickModel    []uint64
 	tickArrivals uint64
 	tickGood     uint64
 	tickBad      uint64
@@ -256,10 +260,11 @@ func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud) *cloudJob {
 		j.gpuInst[g] = -1
 		j.lastEnd[g] = scheduler.Past
 	}
-	for i, m := range w.Models {
-		d := e.delays[i]
-		j.drainFor = max(j.drainFor, m.SLO+d.Ctrl+d.Result)
+	for i := range w.Models {
+		j.slo = append(j.slo, w.Models[i].SLO)
 	}
+	j.tickModel = make([]uint64, len(w.Models))
+	j.setDrain()
 	j.admission.Depth = c.SpillDepth
 	j.admission.SetRate(0, math.Inf(1))
 	j.res.Policy = c.Policy.Name()
@@ -269,6 +274,17 @@ func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud) *cloudJob {
 		j.res.Series[i].Start = time.Duration(i) * c.Step
 	}
 	return j
+}
+
+// setDrain sets how long before a spot instance goes its GPUs leave the
+// rotation: a batch planned now ends within the longest objective plus the
+// network's trips.
+func (j *cloudJob) setDrain() {
+	j.drainFor = 0
+	for i, slo := range j.slo {
+		d := j.e.delays[i]
+		j.drainFor = max(j.drainFor, slo+d.Ctrl+d.Result)
+	}
 }
 
 func (j *cloudJob) at(t scheduler.Time, kind cloudEventKind, inst int) {
@@ -352,7 +368,7 @@ func (j *cloudJob) advance(now scheduler.Time) {
 func (j *cloudJob) tick(now scheduler.Time) error {
 	p := j.c.Policy
 	dt := now.Sub(j.lastTick)
-	o := cloudscale.Observation{Now: time.Duration(now), Good: j.tickGood, Bad: j.tickBad}
+	o := cloudscale.Observation{Now: time.Duration(now), Good: j.tickGood, Bad: j.tickBad, ModelArrivals: j.tickModel}
 	if dt > 0 {
 		o.Rate = float64(j.tickArrivals) / dt.Seconds()
 	}
@@ -376,6 +392,14 @@ func (j *cloudJob) tick(now scheduler.Time) error {
 			return fmt.Errorf("sim: cloud policy %s released instance %d, which is not running", p.Name(), id)
 		}
 		j.release(now, int(id))
+	}
+	clear(j.tickModel)
+	if d.SLOs != nil {
+		if len(d.SLOs) != len(j.slo) || slices.ContainsFunc(d.SLOs, func(s time.Duration) bool { return s <= 0 }) {
+			return fmt.Errorf("sim: cloud policy %s set %d objectives for %d models, or one not positive", p.Name(), len(d.SLOs), len(j.slo))
+		}
+		copy(j.slo, d.SLOs)
+		j.setDrain()
 	}
 	spill := d.SpillAbove
 	if j.c.Burst == nil {
@@ -559,6 +583,10 @@ func (j *cloudJob) sample(t scheduler.Time) *CloudSample {
 // spilled one the burst pool has taken and ended.
 func (j *cloudJob) arrive(now scheduler.Time, model int, req *scheduler.Request) bool {
 	j.tickArrivals++
+	j.tickModel[model]++
+	if slo := j.slo[model]; slo != j.w.Models[model].SLO {
+		req.Deadline = req.Arrival.Add(slo)
+	}
 	j.res.Offered++
 	if s := j.sample(now); s != nil {
 		s.Offered++

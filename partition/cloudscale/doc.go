@@ -25,7 +25,9 @@
 //     (Admission), as MArk sends them to Lambda.
 //
 // Policies: Static (peak provisioning), Reactive (target tracking, like a
-// Kubernetes HPA or SageMaker's autoscaling), and Predictive (MArk:
-// forecast, Greedy provisioning ahead by the launch delay, an SLO monitor,
-// spill-over, and spot instances with on-demand standbys).
+// Kubernetes HPA or SageMaker's autoscaling), Predictive (MArk: forecast,
+// Greedy provisioning ahead by the launch delay, an SLO monitor,
+// spill-over, and spot instances with on-demand standbys), and Replanner
+// (Scrooge: an application's scaling factors estimated online, a new
+// provision when they drift, a warm pool and a turn-off delay).
 package cloudscale

@@ -9,8 +9,10 @@ import (
 // Observation is what a policy learns at each tick.
 type Observation struct {
 	Now time.Duration
-	// Rate is the arrival rate (all models, req/s) over the last tick.
-	Rate float64
+	// Rate is the arrival rate (all models, req/s) over the last tick, and
+	// ModelArrivals the tick's arrivals by model (the caller's order).
+	Rate          float64
+	ModelArrivals []uint64
 	// Good and Bad count the requests that ended in the last tick: within
 	// their SLO, or late, dropped or failed. The SLO monitor reads them.
 	Good, Bad uint64
@@ -29,6 +31,9 @@ type Decision struct {
 	// SpillAbove is the arrival rate (req/s) above which arrivals go to the
 	// burst pool until the next tick; +Inf spills nothing.
 	SpillAbove float64
+	// SLOs, when not nil, are the models' latency objectives from now on
+	// (a re-plan's new budgets), by model.
+	SLOs []time.Duration
 }
 
 // Policy decides the fleet over time. Tick is called every Tick() of

@@ -35,7 +35,7 @@ type PackedShare struct {
 }
 
 // Count returns how many instances of hw the packing rents.
-func (pk *Packing) Count(hw string) int {
+func (pk Packing) Count(hw string) int {
 	n := 0
 	for _, in := range pk.Instances {
 		if in.Hardware == hw {

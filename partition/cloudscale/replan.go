@@ -1,0 +1,259 @@
+package cloudscale
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/symphony-serving/symphony/partition/provision"
+)
+
+// ReplanConfig configures Scrooge's run-time re-planning of a multi-model
+// application (seed 000, §3.4: scaling factors that drift with the input).
+type ReplanConfig struct {
+	// App is the application as planned: its ingress and its edges' scales
+	// are the estimates the first plan is made with.
+	App     *provision.App
+	Options provision.Options
+	// Type is the instance the plan's GPU machines are rented as: one GPU
+	// of the hardware kind the plan uses (the simulated cloud serves one
+	// kind).
+	Type InstanceType
+	// Models names the module each model of the run serves, in the run's
+	// model order (the modules a provision's export made models of).
+	Models []string
+	// Period is how often the scaling factors are estimated, from the
+	// arrivals of the period; a drift beyond Drift (a fraction) of any
+	// estimate from the plan's re-plans.
+	Period time.Duration
+	Drift  float64
+	// WarmPool is how many instances are kept beyond the plan's, booted
+	// and serving, for a rise before the next re-plan; TurnOffDelay is how
+	// long an instance beyond the plan and the pool waits before release.
+	WarmPool     int
+	TurnOffDelay time.Duration
+	// Replan false plans once and never again: Scrooge without
+	// re-planning, the baseline.
+	Replan    bool
+	TickEvery time.Duration
+}
+
+// DefaultReplan returns the settings of the re-planning experiment: a
+// 2-minute period, a 20% drift, one warm instance, a 3-minute turn-off
+// delay, and 5 s ticks.
+func DefaultReplan(app *provision.App, o provision.Options, t InstanceType, models []string) ReplanConfig {
+	return ReplanConfig{App: app, Options: o, Type: t, Models: models, Period: 2 * time.Minute, Drift: 0.2,
+		WarmPool: 1, TurnOffDelay: 3 * time.Minute, Replan: true, TickEvery: 5 * time.Second}
+}
+
+// Replanner is Scrooge at run time: every period it estimates each edge's
+// scaling factor (the child's arrivals over its parent's) and each
+// source's ingress from the period's arrivals; when one has drifted from
+// what the plan assumed, it plans the application again (provision.Solve),
+// rents what the new plan packs onto (provision.Pack) plus the warm pool,
+// and gives the models the new plan's latency budgets.
+type Replanner struct {
+	cfg      ReplanConfig
+	app      *provision.App // as last planned
+	model    map[string]int // module name → model index
+	hardware string
+	target   int // instances the last plan rents, the warm pool included
+	slos     []time.Duration
+	counts   []uint64
+	since    time.Duration // start of the period being counted
+	started  bool
+	replans  int
+	surplus  map[InstanceID]time.Duration
+	launch   []int
+	release  []InstanceID
+}
+
+// NewReplanner makes the first plan of cfg.App and checks that the run's
+// models serve its GPU modules on one hardware kind.
+func NewReplanner(cfg ReplanConfig) (*Replanner, error) {
+	switch {
+	case cfg.App == nil:
+		return nil, errors.New("cloudscale: replan: no application")
+	case cfg.Period < cfg.TickEvery || cfg.TickEvery <= 0:
+		return nil, fmt.Errorf("cloudscale: replan: period %v and tick %v must satisfy 0 < tick <= period", cfg.Period, cfg.TickEvery)
+	case !(cfg.Drift > 0) || cfg.WarmPool < 0 || cfg.TurnOffDelay < 0:
+		return nil, errors.New("cloudscale: replan: drift must be positive, the warm pool and turn-off delay not negative")
+	}
+	if err := cfg.Type.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Replanner{cfg: cfg, model: map[string]int{}, surplus: map[InstanceID]time.Duration{}}
+	for i, name := range cfg.Models {
+		r.model[name] = i
+	}
+	r.counts = make([]uint64, len(cfg.Models))
+	if err := r.plan(cloneApp(cfg.App)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Replanner) Name() string {
+	if !r.cfg.Replan {
+		return "scrooge-no-replan"
+	}
+	return "scrooge-replan"
+}
+
+func (r *Replanner) Tick() time.Duration { return r.cfg.TickEvery }
+
+// Replans counts the plans made after the first.
+func (r *Replanner) Replans() int { return r.replans }
+
+// Start is the first plan's instances.
+func (r *Replanner) Start(float64) []int { return make([]int, r.target) }
+
+// plan solves app and takes its instances and budgets.
+func (r *Replanner) plan(app *provision.App) error {
+	p, err := provision.Solve(app, r.cfg.Options)
+	if err != nil {
+		return fmt.Errorf("cloudscale: replan: %w", err)
+	}
+	pk := provision.Pack(app, p)
+	count, hw := 0, ""
+	for _, in := range pk.Instances {
+		if in.Kind != provision.GPU {
+			continue
+		}
+		if hw != "" && in.Hardware != hw {
+			return fmt.Errorf("cloudscale: replan: the plan rents %s and %s; the simulated cloud serves one GPU kind", hw, in.Hardware)
+		}
+		hw = in.Hardware
+		count++
+	}
+	if r.hardware != "" && hw != r.hardware {
+		return fmt.Errorf("cloudscale: replan: the plan moved from %s to %s", r.hardware, hw)
+	}
+	slos := make([]time.Duration, len(r.cfg.Models))
+	for _, mp := range p.Modules {
+		if i, ok := r.model[mp.Name]; ok {
+			slos[i] = mp.Budget
+		}
+	}
+	if i := slices.Index(slos, 0); i >= 0 {
+		return fmt.Errorf("cloudscale: replan: model %d (%s) serves no GPU module of the plan", i, r.cfg.Models[i])
+	}
+	r.app, r.hardware, r.slos = app, hw, slos
+	r.target = count + r.cfg.WarmPool
+	return nil
+}
+
+// Decide counts the tick's arrivals and, at the end of each period,
+// estimates, re-plans if the estimates drifted, and fits the fleet to the
+// plan.
+func (r *Replanner) Decide(o *Observation) Decision {
+	r.launch, r.release = r.launch[:0], r.release[:0]
+	d := Decision{SpillAbove: math.Inf(1)}
+	if !r.started {
+		r.started, r.since = true, o.Now
+		d.SLOs = r.slos // the first plan's budgets, from the start
+	}
+	for i, n := range o.ModelArrivals {
+		if i < len(r.counts) {
+			r.counts[i] += n
+		}
+	}
+	if o.Now-r.since < r.cfg.Period {
+		d.Launch, d.Release = r.fit(o), r.release
+		return d
+	}
+	secs := (o.Now - r.since).Seconds()
+	r.since = o.Now
+	if r.cfg.Replan {
+		if est, drifted := r.estimate(secs); drifted {
+			if err := r.plan(est); err == nil {
+				r.replans++
+				d.SLOs = r.slos
+			}
+		}
+	}
+	clear(r.counts)
+	d.Launch, d.Release = r.fit(o), r.release
+	return d
+}
+
+// estimate is the application with the period's measured ingress and
+// scaling factors, and whether any moved by more than the drift from the
+// plan's. A scale is measured where both ends of its edge are models of
+// the run and the child has no other parent; the rest keep the plan's.
+func (r *Replanner) estimate(secs float64) (*provision.App, bool) {
+	est := cloneApp(r.app)
+	rate := func(module string) (float64, bool) {
+		i, ok := r.model[module]
+		if !ok {
+			return 0, false
+		}
+		return float64(r.counts[i]) / secs, true
+	}
+	drifted := false
+	moved := func(was, now float64) bool { return math.Abs(now-was) > r.cfg.Drift*was }
+	parents := map[string]int{}
+	for _, e := range est.Edges {
+		parents[e.To]++
+	}
+	for i := range est.Modules {
+		m := &est.Modules[i]
+		if m.Ingress > 0 && parents[m.Name] == 0 {
+			if x, ok := rate(m.Name); ok {
+				drifted = drifted || moved(m.Ingress, x)
+				m.Ingress = x
+			}
+		}
+	}
+	for i := range est.Edges {
+		e := &est.Edges[i]
+		from, okf := rate(e.From)
+		to, okt := rate(e.To)
+		if !okf || !okt || from == 0 || parents[e.To] != 1 {
+			continue
+		}
+		x := to / from
+		drifted = drifted || moved(e.Scale, x)
+		e.Scale = x
+	}
+	return est, drifted
+}
+
+// fit launches up to the plan's instances at once and releases beyond them
+// after the turn-off delay, the newest first.
+func (r *Replanner) fit(o *Observation) []int {
+	have := len(o.Fleet)
+	for n := have; n < r.target; n++ {
+		r.launch = append(r.launch, 0)
+	}
+	excess := have - r.target
+	for i := len(o.Fleet) - 1; i >= 0; i-- {
+		in := o.Fleet[i]
+		if excess <= 0 {
+			delete(r.surplus, in.ID)
+			continue
+		}
+		since, ok := r.surplus[in.ID]
+		if !ok {
+			since = o.Now
+			r.surplus[in.ID] = since
+		}
+		if o.Now-since >= r.cfg.TurnOffDelay {
+			r.release = append(r.release, in.ID)
+			delete(r.surplus, in.ID)
+		}
+		excess--
+	}
+	return r.launch
+}
+
+// cloneApp copies what estimate changes: the modules' ingress and the
+// edges' scales.
+func cloneApp(a *provision.App) *provision.App {
+	c := *a
+	c.Modules = slices.Clone(a.Modules)
+	c.Edges = slices.Clone(a.Edges)
+	return &c
+}
