@@ -90,3 +90,30 @@ func (in Instance) Ready(now time.Duration) bool { return in.ReadyAt <= now }
 
 // Warned reports whether the cloud announced the instance's interruption.
 func (in Instance) Warned() bool { return in.InterruptAt > 0 }
+
+// turnOff times each instance's surplus: an instance is released only
+// once it has been surplus to every plan for the turn-off delay (MArk's
+// cool-down, Scrooge's turn-off delay), so a dip shorter than the delay
+// costs no relaunch.
+type turnOff struct {
+	delay time.Duration
+	since map[InstanceID]time.Duration
+}
+
+func newTurnOff(delay time.Duration) turnOff {
+	return turnOff{delay: delay, since: map[InstanceID]time.Duration{}}
+}
+
+// needed records that the instance serves a plan again, or is released.
+func (t turnOff) needed(id InstanceID) { delete(t.since, id) }
+
+// surplus records that the instance is surplus at now and reports whether
+// it has been for the whole delay.
+func (t turnOff) surplus(id InstanceID, now time.Duration) bool {
+	since, ok := t.since[id]
+	if !ok {
+		since = now
+		t.since[id] = since
+	}
+	return now-since >= t.delay
+}

@@ -83,14 +83,14 @@ type Predictive struct {
 	stepMax  float64 // highest tick rate of the step under way
 	nextStep time.Duration
 	started  bool
-	// surplusSince is when each instance last became surplus to the plan.
-	surplusSince map[InstanceID]time.Duration
-	warnedSeen   map[InstanceID]bool
-	keepIDs      map[InstanceID]bool
-	monitor      [][2]uint64 // (good, bad) per tick over MonitorWindow
-	monitorNext  time.Duration
-	launch       []int
-	release      []InstanceID
+	// off times instances that are surplus to the plan.
+	off         turnOff
+	warnedSeen  map[InstanceID]bool
+	keepIDs     map[InstanceID]bool
+	monitor     [][2]uint64 // (good, bad) per tick over MonitorWindow
+	monitorNext time.Duration
+	launch      []int
+	release     []InstanceID
 }
 
 // NewPredictive checks the configuration and builds the policy.
@@ -117,7 +117,7 @@ func NewPredictive(cfg PredictiveConfig) (*Predictive, error) {
 	if cfg.SpillAt <= 0 {
 		cfg.SpillAt = 1
 	}
-	return &Predictive{cfg: cfg, surplusSince: map[InstanceID]time.Duration{}, warnedSeen: map[InstanceID]bool{}, keepIDs: map[InstanceID]bool{}}, nil
+	return &Predictive{cfg: cfg, off: newTurnOff(cfg.TurnOffDelay), warnedSeen: map[InstanceID]bool{}, keepIDs: map[InstanceID]bool{}}, nil
 }
 
 func (p *Predictive) Name() string {
@@ -261,18 +261,13 @@ func (p *Predictive) plan(o *Observation) {
 			continue
 		}
 		if p.keepIDs[in.ID] {
-			delete(p.surplusSince, in.ID)
+			p.off.needed(in.ID)
 			continue
 		}
-		since, ok := p.surplusSince[in.ID]
-		if !ok {
-			since = o.Now
-			p.surplusSince[in.ID] = since
-		}
 		// Surplus long enough, and past the time already paid for.
-		if o.Now-since >= cfg.TurnOffDelay && o.Now-in.LaunchedAt >= cfg.Types[in.Type].BillingMinimum {
+		if p.off.surplus(in.ID, o.Now) && o.Now-in.LaunchedAt >= cfg.Types[in.Type].BillingMinimum {
 			p.release = append(p.release, in.ID)
-			delete(p.surplusSince, in.ID)
+			p.off.needed(in.ID)
 		}
 	}
 }

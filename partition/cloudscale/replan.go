@@ -65,7 +65,7 @@ type Replanner struct {
 	since    time.Duration // start of the period being counted
 	started  bool
 	replans  int
-	surplus  map[InstanceID]time.Duration
+	off      turnOff
 	launch   []int
 	release  []InstanceID
 }
@@ -84,7 +84,7 @@ func NewReplanner(cfg ReplanConfig) (*Replanner, error) {
 	if err := cfg.Type.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Replanner{cfg: cfg, model: map[string]int{}, surplus: map[InstanceID]time.Duration{}}
+	r := &Replanner{cfg: cfg, model: map[string]int{}, off: newTurnOff(cfg.TurnOffDelay)}
 	for i, name := range cfg.Models {
 		r.model[name] = i
 	}
@@ -232,17 +232,12 @@ func (r *Replanner) fit(o *Observation) []int {
 	for i := len(o.Fleet) - 1; i >= 0; i-- {
 		in := o.Fleet[i]
 		if excess <= 0 {
-			delete(r.surplus, in.ID)
+			r.off.needed(in.ID)
 			continue
 		}
-		since, ok := r.surplus[in.ID]
-		if !ok {
-			since = o.Now
-			r.surplus[in.ID] = since
-		}
-		if o.Now-since >= r.cfg.TurnOffDelay {
+		if r.off.surplus(in.ID, o.Now) {
 			r.release = append(r.release, in.ID)
-			delete(r.surplus, in.ID)
+			r.off.needed(in.ID)
 		}
 		excess--
 	}
