@@ -39,14 +39,17 @@ import (
 // requests until about 1.47 s after the first, and sends the batch of all
 // of them as soon as the last arrives, with more than a second to spare
 // (a batch held to its last moment has only ℓ(b+1)−ℓ(b) of slack, which a
-// starved CI machine's timers can overrun).
+// starved CI machine's timers can overrun). β is well above α: a weak
+// batcher (β ≤ α) may backfill an idle GPU at once (scheduler/README.md,
+// "Backfill"), and the second GPU then ran each frontend's message of
+// requests as a batch of its own.
 func TestONNXClusterAnswersEachRequest(t *testing.T) {
 	onnxtest.NeedRuntime(t)
 	cnn := modelgen.Committed()["cnn/1/model.onnx"]
 	in, out := cnn.Sizes()
 	cfg := testConfig(inproc.New(), "", 1, 2)
 	const perFrontend = 150
-	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, 100*time.Microsecond, 2*perFrontend), SLO: 1500 * time.Millisecond, InputBytes: int64(4 * in)}}
+	cfg.Models = []service.Model{{Name: "cnn", Profile: profile.MustLinear(100*time.Microsecond, 2*time.Millisecond, 2*perFrontend), SLO: 1500 * time.Millisecond, InputBytes: int64(4 * in)}}
 	cfg.Policy = scheduler.PolicySymphony
 	cfg.Frontends = 2
 	cfg.Executor = committedModels(t)
