@@ -16,7 +16,7 @@ func replanExperiment() *Experiment {
 	return &Experiment{
 		Name:  "replan",
 		Title: "a scaling factor doubles mid-run: Scrooge's re-planning against the plan it started with",
-		Paper: "Scrooge (seed 000) §3.4: the scaling factors of a media application's edges (objects per frame) change with the " +
+		Paper: "Scrooge (seed 000) §2 and §3.5: the scaling factors of a media application's edges (objects per frame) change with the " +
 			"input; Scrooge estimates them online and re-plans, keeping SLO attainment where a fixed plan loses it.",
 		Deterministic: true,
 		run:           runReplan,

@@ -11,7 +11,8 @@ import (
 )
 
 // ReplanConfig configures Scrooge's run-time re-planning of a multi-model
-// application (seed 000, §3.4: scaling factors that drift with the input).
+// application (seed 000, §2 and §3.5: scaling factors that drift with the
+// input, tracked at run time, the allocation solved again).
 type ReplanConfig struct {
 	// App is the application as planned: its ingress and its edges' scales
 	// are the estimates the first plan is made with.

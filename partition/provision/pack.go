@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Packing is a provision as instances to rent (Scrooge §3.3): every full
+// Packing is a provision as instances to rent (Scrooge §3.3-3.4): every full
 // machine of a configuration is an instance of its own, and the partial
 // machines, each a fraction of an instance, are packed onto shared
 // instances of their hardware kind, best fit. A provision's CostPerHour
