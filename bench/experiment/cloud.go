@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/symphony-serving/symphony/bench/report"
 	"github.com/symphony-serving/symphony/bench/sim"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/partition/cloudscale"
@@ -49,35 +48,6 @@ var cloudModels = []struct {
 	{"translator", "{alpha: 15ms, beta: 40ms, max_batch: 16}", 400 * time.Millisecond, 0.2},
 }
 
-// cloudTypes are EC2-like instance types of one GPU kind: per-second
-// billing with a one-minute minimum, as EC2 bills; launch delays are boot
-// plus model load (MArk measured minutes; §4.3 plans 5 min ahead).
-// The spot type is 70% off with EC2's 2-minute warning.
-func cloudTypes(spotPerHour float64) []cloudscale.InstanceType {
-	od := func(name string, gpus int, price float64, launch time.Duration) cloudscale.InstanceType {
-		return cloudscale.InstanceType{Name: name, GPUs: gpus, PricePerHour: price, Launch: launch, BillingMinimum: time.Minute, BillingIncrement: time.Second}
-	}
-	types := []cloudscale.InstanceType{od("gpu.1x", 1, 3.06, 100*time.Second), od("gpu.4x", 4, 12.24, 150*time.Second)}
-	if spotPerHour > 0 {
-		s := od("gpu.1x.spot", 1, 0.92, 150*time.Second)
-		s.Spot, s.SpotWarning, s.InterruptionsPerHour = true, 2*time.Minute, spotPerHour
-		types = append(types, s)
-	}
-	return types
-}
-
-// cloudBurst is a Lambda-like pool: a request runs alone on CPUs twice as
-// slow as the GPU's batch of one, plus 20 ms to invoke; $2e-5 a request
-// (about 2.4x what a fully busy gpu.1x costs a request here), 2 s cold
-// starts, 1000 concurrent containers kept warm 10 minutes.
-func cloudBurst() *sim.BurstPool {
-	return &sim.BurstPool{PricePerRequest: 2e-5, Overhead: 20 * time.Millisecond, Slowdown: 2, ColdStart: 2 * time.Second, KeepWarm: 10 * time.Minute, Concurrency: 1000}
-}
-
-// spotInterruptionsPerHour takes 20% of the spot capacity in an hour:
-// 1 − e^(−r) = 0.2.
-var spotInterruptionsPerHour = -math.Log(0.8)
-
 // reactiveTargets are the utilisation targets the reactive baseline runs
 // at; the comparison takes the cheapest that keeps 99% of requests in SLO.
 var reactiveTargets = []float64{0.5, 0.6, 0.7, 0.8}
@@ -112,14 +82,14 @@ func runCloud(r *Run) error {
 		}
 		peak := slices.Max(day) * cloudTraceScale
 		for _, rate := range day {
-			bound[name] += math.Ceil(sz.Need(rate*cloudTraceScale)-1e-9) * cloudTypes(0)[0].PricePerHour / 60
+			bound[name] += math.Ceil(sz.Need(rate*cloudTraceScale)-1e-9) * sim.DefaultCloudTypes(0)[0].PricePerHour / 60
 		}
 		add := func(policy string, c sim.Cloud) {
 			rows = append(rows, cloudRow{trace: name, policy: policy, tr: ti, cell: len(cells)})
-			c.Burst, c.SpillDepth = cloudBurst(), 100*time.Millisecond
+			c.Burst, c.SpillDepth = sim.DefaultBurstPool(), 100*time.Millisecond
 			cells = append(cells, cell{name: name + " " + policy, w: w, cloud: &c})
 		}
-		od := cloudTypes(0)
+		od := sim.DefaultCloudTypes(0)
 		add("static-peak", sim.Cloud{Types: od, Policy: &cloudscale.Static{Types: od, Type: 0, Peak: peak, Sizer: sz, Headroom: 0.1}})
 		for _, tgt := range reactiveTargets {
 			add(fmt.Sprintf("reactive-%.0f%%", 100*tgt), sim.Cloud{Types: od, Policy: &cloudscale.Reactive{
@@ -156,7 +126,7 @@ func runCloud(r *Run) error {
 		} {
 			types := od
 			if v.spot {
-				types = cloudTypes(spotInterruptionsPerHour)
+				types = sim.DefaultCloudTypes(sim.SpotTwentyPercentAnHour)
 			}
 			var f forecast.Forecaster = &perfectForecast{day: day, skip: len(history)}
 			if v.forecast != "" {
@@ -257,33 +227,18 @@ func runCloud(r *Run) error {
 		return nil
 	}
 	for ti, name := range traces {
-		var gpus, cost, attain []report.Series
+		// The rows a reader compares: static, the tuned reactive, MArk,
+		// MArk on spot.
+		var runs []*sim.CloudResult
 		for _, row := range rows {
-			if row.tr != ti || !(row.policy == "static-peak" || row.policy == "mark" || row.policy == base[name].reactiveName || row.policy == "mark-spot") {
-				continue
+			if row.tr == ti && (row.policy == "static-peak" || row.policy == "mark" || row.policy == base[name].reactiveName || row.policy == "mark-spot") {
+				c := *outs[row.cell].cloud
+				c.Policy = row.policy
+				runs = append(runs, &c)
 			}
-			c := outs[row.cell].cloud
-			g := report.Series{Label: row.policy, Color: len(gpus)}
-			k := report.Series{Label: row.policy, Color: len(cost)}
-			a := report.Series{Label: row.policy, Color: len(attain)}
-			var sum float64
-			for _, s := range c.Series {
-				h := s.Start.Hours() + float64(window[0])/60
-				sum += s.Cost
-				g.Points = append(g.Points, [2]float64{h, s.GPUsBilled})
-				k.Points = append(k.Points, [2]float64{h, sum})
-				a.Points = append(a.Points, [2]float64{h, 100 * s.Attainment()})
-			}
-			gpus, cost, attain = append(gpus, g), append(cost, k), append(attain, a)
 		}
-		for _, p := range []struct {
-			what, y string
-			s       []report.Series
-		}{{"gpus", "GPUs billed", gpus}, {"cost", "cost so far ($)", cost}, {"slo", "requests within SLO (%)", attain}} {
-			if err := r.plotted(report.WriteLinePlot(r.OutDir, "cloud-"+name+"-"+p.what, fmt.Sprintf("%s trace: %s over the day", name, p.y),
-				"hour of the day", p.y, p.s)); err != nil {
-				return err
-			}
+		if err := r.plotted(sim.WriteCloudPlots(r.OutDir, "cloud-"+name, time.Duration(window[0])*time.Minute, runs)); err != nil {
+			return err
 		}
 	}
 	return nil

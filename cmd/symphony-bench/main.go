@@ -23,7 +23,10 @@ Usage:
   symphony-bench sim -f WORKLOAD [--json] [--csv FILE] [--find-goodput] [--plot DIR]
                [--policy P | --compare] [--sweep LIST] [--seed N]
                [--schedulable sched-at|beta-lambda] [--drop timeout|window]
-      Run the scheduler in the discrete-event simulator on a workload file.
+               [--cloud static|reactive[:T]|mark|mark-nospill|mark-spot [--forecast F] [--no-burst]]
+      Run the scheduler in the discrete-event simulator on a workload file;
+      with --cloud, on a simulated cloud whose fleet the policy decides,
+      with its cost over time.
   symphony-bench sim lookahead -f WORKLOAD [--multipliers LIST] [--horizon D] [--json]
                [--csv FILE] [--plot DIR] [--max-prune N] [--max-shrink N] [--seed N]
       Replay one model's arrivals under the scheduler's rules and under a

@@ -17,6 +17,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/sim"
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/cmd/internal/cli"
+	"github.com/symphony-serving/symphony/partition/forecast"
 	"github.com/symphony-serving/symphony/scheduler"
 )
 
@@ -38,11 +39,17 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	drop := fs.String("drop", "", "override the drop policy: timeout or window")
 	schedulable := fs.String("schedulable", "", "override the symphony policy's schedulable condition: beta-lambda or sched-at")
 	quiet := fs.Bool("quiet", false, "print no progress on stderr")
+	cloud := fs.String("cloud", "", "run on a simulated cloud whose fleet `POLICY` decides: "+strings.Join(sim.CloudPolicies, ", ")+" (docs/workload-format.md, \"A simulated cloud\")")
+	forecastSpec := fs.String("forecast", "", "with --cloud mark*: the load forecaster, last, seasonal-naive:PERIOD or holt-winters:PERIOD[:A:B:G], in steps of a minute (default holt-winters:1440)")
+	noBurst := fs.Bool("no-burst", false, "with --cloud: no serverless burst pool to spill to")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *file == "" {
 		return cli.UsageErr("-f WORKLOAD is required")
+	}
+	if *cloud == "" && (*forecastSpec != "" || *noBurst) {
+		return cli.UsageErr("--forecast and --no-burst go with --cloud")
 	}
 	if fs.NArg() > 0 {
 		return cli.UsageErr("unexpected arguments %q", fs.Args())
@@ -68,6 +75,19 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return cli.UsageErr("%v", err)
 		}
 		w.Schedulable = c
+	}
+	if *cloud != "" {
+		if *compare || *findGoodput || *sweep != "" || *csvPath != "" {
+			return cli.UsageErr("--cloud runs the workload once on the simulated cloud: drop --compare, --find-goodput, --sweep and --csv")
+		}
+		if *policy != "" {
+			p, err := parsePolicyFlag(*policy, false)
+			if err != nil {
+				return err
+			}
+			w.Policy = p
+		}
+		return runSimCloud(w, *cloud, *forecastSpec, !*noBurst, *asJSON, *plotDir, log, stdout)
 	}
 	policies := []scheduler.Policy{w.Policy}
 	switch {
@@ -118,6 +138,56 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// runSimCloud is `sim --cloud POLICY`: the workload on a simulated cloud
+// (sim.RunCloud) whose fleet the policy decides, the report and the cloud's
+// cost, and with --plot the fleet, cost and SLO over time.
+func runSimCloud(w *workload.Workload, name, forecastSpec string, burst, asJSON bool, plotDir string, log zerolog.Logger, stdout io.Writer) error {
+	var f forecast.Forecaster
+	if forecastSpec != "" {
+		var err error
+		if f, err = forecast.Parse(forecastSpec); err != nil {
+			return cli.UsageErr("--forecast: %v", err)
+		}
+	}
+	p, types, err := sim.NewCloudPolicy(name, w, f)
+	if err != nil {
+		return cli.UsageErr("--cloud: %v", err)
+	}
+	c := sim.Cloud{Types: types, Policy: p, SpillDepth: 100 * time.Millisecond}
+	if burst {
+		c.Burst = sim.DefaultBurstPool()
+	}
+	began := time.Now()
+	rep, res, err := sim.RunCloud(w, c, sim.Options{})
+	if err != nil {
+		return err
+	}
+	log.Info().Str("wall", time.Since(began).Round(time.Millisecond).String()).Msg("simulation done")
+	if plotDir != "" {
+		if _, err := sim.WriteCloudPlots(plotDir, "cloud", 0, []*sim.CloudResult{res}); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		var b strings.Builder
+		if err := report.WriteJSON(&b, rep); err != nil {
+			return err
+		}
+		return report.EncodeJSON(stdout, struct {
+			Report json.RawMessage  `json:"report"`
+			Cloud  *sim.CloudResult `json:"cloud"`
+		}{json.RawMessage(b.String()), res})
+	}
+	if err := report.WriteTable(stdout, rep); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "\ncloud    %s: cost %.2f (instances %.2f, burst pool %.2f), %.3f%% of requests within SLO\n"+
+		"         %.1f GPU-hours, %d GPUs at most, %d launches, %d releases, %d spot interruptions, %.3f%% spilled (%d of them within SLO, %d found the pool full)\n",
+		res.Policy, res.Cost, res.InstanceCost, res.BurstCost, 100*res.Attainment, res.GPUHours, res.PeakGPUs,
+		res.Launches, res.Releases, res.Interruptions, 100*float64(res.Spilled)/math.Max(1, float64(res.Offered)), res.BurstGood, res.BurstFull)
+	return err
 }
 
 // parsePolicyFlag parses a --policy flag; live refuses the nexus policy,

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cloudWorkloadFile writes 20 minutes of a rising load: a day's shape
+// compressed, on a pool of 64 GPU slots.
+func cloudWorkloadFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "cloud.yaml")
+	const w = `seed: 1
+duration: 20m
+warmup: 0s
+cluster: {gpus: 64}
+models:
+  - {name: a, profile: {alpha: 4ms, beta: 16ms, max_batch: 32}, slo: 150ms, daily_rate: {low: 100, high: 600, period: 40m, peak_at: 20m, step: 1m}}
+policy: symphony
+`
+	if err := os.WriteFile(p, []byte(w), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSimCloud: `sim --cloud POLICY` runs the workload on the simulated
+// cloud, prints the cloud's cost beside the report, holds both in --json,
+// and draws the fleet, cost and SLO with --plot.
+func TestSimCloud(t *testing.T) {
+	w := cloudWorkloadFile(t)
+	code, stdout, stderr := runCLI(t, "sim", "-f", w, "--cloud", "reactive:0.6", "--quiet")
+	if code != 0 || !strings.Contains(stdout, "cloud    reactive(target=0.6): cost ") || !strings.Contains(stdout, "goodput") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	dir := t.TempDir()
+	code, stdout, stderr = runCLI(t, "sim", "-f", w, "--cloud", "mark", "--forecast", "seasonal-naive:40", "--json", "--plot", dir, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Report struct {
+			Offered uint64 `json:"offered"`
+		} `json:"report"`
+		Cloud struct {
+			Policy     string  `json:"policy"`
+			Cost       float64 `json:"cost"`
+			Offered    uint64  `json:"offered"`
+			Attainment float64 `json:"attainment"`
+			Series     []struct {
+				GPUsBilled float64 `json:"gpus_billed"`
+			} `json:"series"`
+		} `json:"cloud"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	c := out.Cloud
+	if !strings.HasPrefix(c.Policy, "predictive(seasonal-naive(period=40)") || c.Cost <= 0 || c.Offered != out.Report.Offered || len(c.Series) != 20 || c.Attainment < 0.99 {
+		t.Errorf("cloud %+v (report offered %d)", c, out.Report.Offered)
+	}
+	for _, f := range []string{"cloud-gpus.svg", "cloud-cost.png", "cloud-slo.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--cloud", "elastic"},
+		{"--cloud", "reactive:2"},
+		{"--cloud", "mark", "--forecast", "arima"},
+		{"--cloud", "mark", "--find-goodput"},
+		{"--forecast", "last"},
+	} {
+		if code, _, stderr := runCLI(t, append([]string{"sim", "-f", w, "--quiet"}, bad...)...); code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, %q; want a usage error", bad, code, stderr)
+		}
+	}
+}
