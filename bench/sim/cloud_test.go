@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,5 +212,29 @@ func TestRunCloudRejects(t *testing.T) {
 		if _, _, err := RunCloud(w, c, Options{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestNewCloudPolicy: every named policy is made for a workload, an
+// unknown name or a bad target is refused, and so is a workload whose
+// models the cloud's GPUs cannot hold.
+func TestNewCloudPolicy(t *testing.T) {
+	w := cloudWorkload(t, 2*time.Hour)
+	for _, name := range []string{"static", "reactive", "reactive:0.5", "mark", "mark-nospill", "mark-spot"} {
+		if _, types, err := NewCloudPolicy(name, w, nil); err != nil || len(types) == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"elastic", "reactive:0", "reactive:x", "mark:2"} {
+		if _, _, err := NewCloudPolicy(name, w, nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if p := PeakRate(w); p < 1590 || p > 1600 {
+		t.Errorf("peak rate %v, want the daily curves' 800+800 at their peak", p)
+	}
+	w.Models[0].StaticMemory = 20 << 30
+	if _, _, err := NewCloudPolicy("mark", w, nil); err == nil || !strings.Contains(err.Error(), "GPU memory") {
+		t.Errorf("20 GiB of models on 16 GiB GPUs: %v", err)
 	}
 }

@@ -13,14 +13,15 @@ import (
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
-// DefaultCloudTypes are EC2-like instance types of one GPU kind: a 1-GPU
-// and a 4-GPU type at $3.06 a GPU-hour, billed by the second with a
-// one-minute minimum, booting (and loading the models) in 100 and 150 s;
+// DefaultCloudTypes are EC2-like instance types of one GPU kind (16 GiB
+// V100s): a 1-GPU and a 4-GPU type at $3.06 a GPU-hour, billed by the
+// second with a one-minute minimum, booting (and loading the models) in 100
+// and 150 s;
 // with spotPerHour > 0, a 1-GPU spot type at 70% off with EC2's 2-minute
 // warning, interrupted spotPerHour times an instance-hour.
 func DefaultCloudTypes(spotPerHour float64) []cloudscale.InstanceType {
 	od := func(name string, gpus int, price float64, launch time.Duration) cloudscale.InstanceType {
-		return cloudscale.InstanceType{Name: name, GPUs: gpus, PricePerHour: price, Launch: launch, BillingMinimum: time.Minute, BillingIncrement: time.Second}
+		return cloudscale.InstanceType{Name: name, GPUs: gpus, PricePerHour: price, Launch: launch, BillingMinimum: time.Minute, BillingIncrement: time.Second, Memory: 16 << 30}
 	}
 	types := []cloudscale.InstanceType{od("gpu.1x", 1, 3.06, 100*time.Second), od("gpu.4x", 4, 12.24, 150*time.Second)}
 	if spotPerHour > 0 {
@@ -51,6 +52,18 @@ func WorkloadSizer(w *workload.Workload) (*cloudscale.MixSizer, error) {
 		ds = append(ds, serving.Demand{Model: w.Models[i].Model, Rate: w.Models[i].MeanRate(0, w.Warmup+w.Duration)})
 	}
 	return cloudscale.NewMixSizer(ds, w.Network)
+}
+
+// ModelMemory is what one GPU needs to hold all of w's models: their
+// static memory and the largest dynamic memory (a part's memory, as the
+// epoch job's placement counts it).
+func ModelMemory(w *workload.Workload) int64 {
+	var static, dyn int64
+	for i := range w.Models {
+		static += w.Models[i].StaticMemory
+		dyn = max(dyn, w.Models[i].DynamicMemory)
+	}
+	return static + dyn
 }
 
 // PeakRate is the highest total rate w offers at any instant of its run.
@@ -92,6 +105,10 @@ func NewCloudPolicy(name string, w *workload.Workload, f forecast.Forecaster) (c
 		return nil, nil, err
 	}
 	od := DefaultCloudTypes(0)
+	mem := ModelMemory(w)
+	if !od[0].Holds(mem) {
+		return nil, nil, fmt.Errorf("sim: the models need %d bytes of GPU memory, more than the %d of the cloud's %s", mem, od[0].Memory, od[0].Name)
+	}
 	kind, arg, _ := strings.Cut(name, ":")
 	if arg != "" && kind != "reactive" {
 		return nil, nil, fmt.Errorf("sim: cloud policy %q takes no argument", name)
@@ -118,7 +135,7 @@ func NewCloudPolicy(name string, w *workload.Workload, f forecast.Forecaster) (c
 			types = DefaultCloudTypes(SpotTwentyPercentAnHour)
 		}
 		cfg := cloudscale.DefaultPredictive(types, sz, f)
-		cfg.Spill = kind != "mark-nospill"
+		cfg.Spill, cfg.ModelMemory = kind != "mark-nospill", mem
 		if kind == "mark-spot" {
 			cfg.Standby = 0
 		}

@@ -326,3 +326,35 @@ func TestMixSizer(t *testing.T) {
 		t.Error("a mix with no rate accepted")
 	}
 }
+
+// TestMemoryRulesOutTypes: a type whose GPUs cannot hold the models is
+// never launched, however cheap (MArk's Algorithm 1 drops the types that
+// cannot serve), and a configuration with none left is refused.
+func TestMemoryRulesOutTypes(t *testing.T) {
+	small := one
+	small.Name, small.PricePerHour, small.Memory = "small", 1, 8<<30
+	big := four
+	big.Memory = 32 << 30
+	types := []InstanceType{small, big}
+	g := Greedy(GreedyInput{Need: flat(1, 10), Step: time.Minute, Types: types, Unusable: []bool{true, false}})
+	if !slices.Equal(g.Launch, []int{0, 1}) {
+		t.Errorf("with the small type ruled out: launches %v, want one big", g.Launch)
+	}
+	f := &fixedForecast{f: flat(100, 60)}
+	cfg := DefaultPredictive(types, linearSizer{100}, f)
+	cfg.ModelMemory = 12 << 30
+	p, err := NewPredictive(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Start(300); len(got) != 1 || got[0] != 1 {
+		t.Errorf("starts %v, want one big instance: the small one's 8 GiB do not hold 12", got)
+	}
+	cfg.ModelMemory = 64 << 30
+	if _, err := NewPredictive(cfg); err == nil {
+		t.Error("no type holds 64 GiB, yet the policy was made")
+	}
+	if !one.Holds(1<<40) || small.Holds(9<<30) {
+		t.Error("Holds: a type without a memory holds anything; 8 GiB do not hold 9")
+	}
+}

@@ -13,8 +13,12 @@ type GreedyInput struct {
 	// starting now): the forecast's maximum rate of the step, sized.
 	Need []float64
 	Step time.Duration
-	// Types are the instance types a new instance may be of.
-	Types []InstanceType
+	// Types are the instance types a new instance may be of, except those
+	// Unusable marks (nil: all usable): MArk's Algorithm 1 drops the types
+	// that cannot meet the SLO, here the ones whose GPUs cannot hold the
+	// models.
+	Types    []InstanceType
+	Unusable []bool
 	// Running counts, per type, the instances that may be kept: they serve
 	// from step 0 (or from Ready[type][k] steps on while they still boot)
 	// and carry no launch overhead.
@@ -120,7 +124,9 @@ func Greedy(in GreedyInput) GreedyPlan {
 			}
 		}
 		for typ := range nt {
-			consider(typ, false, launchSteps(in.Types[typ].Launch, in.Step))
+			if typ >= len(in.Unusable) || !in.Unusable[typ] {
+				consider(typ, false, launchSteps(in.Types[typ].Launch, in.Step))
+			}
 		}
 		if best.typ < 0 {
 			// Nothing serves [τ, e] in time: leave it to spill-over.

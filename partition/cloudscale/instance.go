@@ -31,7 +31,13 @@ type InstanceType struct {
 	Spot                 bool
 	SpotWarning          time.Duration
 	InterruptionsPerHour float64
+	// Memory is one GPU's memory in bytes; 0: not known, and taken to hold
+	// any set of models.
+	Memory int64
 }
+
+// Holds reports whether one of the type's GPUs holds bytes of models.
+func (t InstanceType) Holds(bytes int64) bool { return t.Memory == 0 || bytes <= t.Memory }
 
 // Validate reports the first invalid field.
 func (t InstanceType) Validate() error {
@@ -42,6 +48,8 @@ func (t InstanceType) Validate() error {
 		return fmt.Errorf("cloudscale: instance type %q: gpus %d is outside 1..64", t.Name, t.GPUs)
 	case !(t.PricePerHour > 0) || math.IsInf(t.PricePerHour, 0):
 		return fmt.Errorf("cloudscale: instance type %q: price per hour %v is not a positive number", t.Name, t.PricePerHour)
+	case t.Memory < 0:
+		return fmt.Errorf("cloudscale: instance type %q: negative memory", t.Name)
 	case t.Launch < 0 || t.BillingMinimum < 0 || t.BillingIncrement < 0 || t.SpotWarning < 0:
 		return fmt.Errorf("cloudscale: instance type %q: negative duration", t.Name)
 	case t.InterruptionsPerHour < 0 || math.IsNaN(t.InterruptionsPerHour) || math.IsInf(t.InterruptionsPerHour, 0):

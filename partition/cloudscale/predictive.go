@@ -54,6 +54,10 @@ type PredictiveConfig struct {
 	// warns it will take back (an on-demand or burstable standby); -1
 	// launches none and leaves the gap to the next plan and spill-over.
 	Standby int
+	// ModelMemory is what one GPU needs to hold the models (every GPU of
+	// the rank loop may run any of them): types whose GPUs hold less are
+	// never launched.
+	ModelMemory int64
 }
 
 // DefaultPredictive returns MArk's settings (§4.2-4.4, §5.1): 5 s samples,
@@ -91,6 +95,7 @@ type Predictive struct {
 	monitorNext time.Duration
 	launch      []int
 	release     []InstanceID
+	unusable    []bool // per type: its GPUs cannot hold the models
 }
 
 // NewPredictive checks the configuration and builds the policy.
@@ -117,7 +122,20 @@ func NewPredictive(cfg PredictiveConfig) (*Predictive, error) {
 	if cfg.SpillAt <= 0 {
 		cfg.SpillAt = 1
 	}
-	return &Predictive{cfg: cfg, off: newTurnOff(cfg.TurnOffDelay), warnedSeen: map[InstanceID]bool{}, keepIDs: map[InstanceID]bool{}}, nil
+	unusable := make([]bool, len(cfg.Types))
+	usable := 0
+	for i, t := range cfg.Types {
+		if unusable[i] = !t.Holds(cfg.ModelMemory); !unusable[i] && !t.Spot {
+			usable++
+		}
+	}
+	switch {
+	case usable == 0:
+		return nil, fmt.Errorf("cloudscale: predictive: no on-demand type's GPUs hold the models' %d bytes", cfg.ModelMemory)
+	case cfg.Standby >= 0 && unusable[cfg.Standby]:
+		return nil, fmt.Errorf("cloudscale: predictive: standby type %q cannot hold the models' %d bytes", cfg.Types[cfg.Standby].Name, cfg.ModelMemory)
+	}
+	return &Predictive{unusable: unusable, cfg: cfg, off: newTurnOff(cfg.TurnOffDelay), warnedSeen: map[InstanceID]bool{}, keepIDs: map[InstanceID]bool{}}, nil
 }
 
 func (p *Predictive) Name() string {
@@ -145,7 +163,7 @@ func (p *Predictive) Start(rate float64) []int {
 func (p *Predictive) cheapestOnDemand() int {
 	best := -1
 	for i, t := range p.cfg.Types {
-		if !t.Spot && (best < 0 || t.PricePerGPUHour() < p.cfg.Types[best].PricePerGPUHour()) {
+		if !t.Spot && !p.unusable[i] && (best < 0 || t.PricePerGPUHour() < p.cfg.Types[best].PricePerGPUHour()) {
 			best = i
 		}
 	}
@@ -159,7 +177,7 @@ func (p *Predictive) cheapestOnDemand() int {
 func (p *Predictive) fastest() int {
 	best := p.cheapestOnDemand()
 	for i, t := range p.cfg.Types {
-		if !t.Spot && t.Launch < p.cfg.Types[best].Launch {
+		if !t.Spot && !p.unusable[i] && t.Launch < p.cfg.Types[best].Launch {
 			best = i
 		}
 	}
@@ -242,7 +260,7 @@ func (p *Predictive) plan(o *Observation) {
 	for _, typ := range p.launch {
 		running[typ] = append(running[typ], launchSteps(cfg.Types[typ].Launch, cfg.Step))
 	}
-	g := Greedy(GreedyInput{Need: need, Step: cfg.Step, Types: cfg.Types, Running: running})
+	g := Greedy(GreedyInput{Need: need, Step: cfg.Step, Types: cfg.Types, Unusable: p.unusable, Running: running})
 	clear(p.keepIDs)
 	for typ, ins := range byType {
 		for k, in := range ins {
