@@ -54,6 +54,16 @@ func runReplan(r *Run) error {
 		length = 20 * time.Minute
 	}
 	app := replanApp()
+	// The objectives start as the first plan's budgets, which the policy
+	// sets again at its first tick.
+	first, err := provision.Solve(app, provision.Default())
+	if err != nil {
+		return err
+	}
+	budget := map[string]time.Duration{}
+	for _, m := range first.Modules {
+		budget[m.Name] = m.Budget
+	}
 	// The load: the detector's 400 frames a second, and the classifier's
 	// four objects a frame, then eight from replanDoubleAt on, as steady
 	// streams (the arrivals the plans are made for).
@@ -63,10 +73,10 @@ warmup: 0s
 cluster: {gpus: 128}
 network: %s
 models:
-  - {name: detect, profile: {alpha: 8ms, beta: 20ms, max_batch: 16}, slo: 300ms, rate: 400, arrival: const}
-  - {name: classify, profile: {alpha: 2ms, beta: 10ms, max_batch: 32}, slo: 300ms, rates: [{duration: %s, rate: 1600}, {rate: 3200}], arrival: const}
+  - {name: detect, profile: {alpha: 8ms, beta: 20ms, max_batch: 16}, slo: %s, rate: 400, arrival: const}
+  - {name: classify, profile: {alpha: 2ms, beta: 10ms, max_batch: 32}, slo: %s, rates: [{duration: %s, rate: 1600}, {rate: 3200}], arrival: const}
 policy: symphony
-`, length, paperNetwork, replanDoubleAt)
+`, length, paperNetwork, budget["detect"], budget["classify"], replanDoubleAt)
 	w, err := workload.Parse([]byte(load), "replan experiment")
 	if err != nil {
 		return err
@@ -121,6 +131,9 @@ policy: symphony
 		recovered[name] = worst
 		series = append(series, s)
 		r.note("%s: %d re-plans; %.3f%% of all requests within SLO; cost %.2f", name, policies[k].Replans(), 100*o.cloud.Attainment, o.cloud.Cost)
+		if err := policies[k].Failed(); err != nil {
+			r.note("%s: a re-plan failed: %v", name, err)
+		}
 	}
 	for i, wd := range windows {
 		r.row(float64(i*perMinute), 100*ratio(wd.good[0], wd.offered[0]), 100*ratio(wd.good[1], wd.offered[1]), wd.gpus[0], wd.gpus[1])

@@ -209,12 +209,17 @@ func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *Clo
 		return nil, nil, err
 	}
 	switch {
-	case len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus || w.Pinned():
-		return nil, nil, errors.New("sim: a cloud run takes neither faults, an epoch job, gpu_type pinning nor the nexus policy: the cloud policy sizes one rank loop of one GPU kind")
+	case len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus || w.Pinned() || w.Concurrent():
+		return nil, nil, errors.New("sim: a cloud run takes neither faults, an epoch job, gpu_type pinning, concurrency nor the nexus policy: the cloud policy sizes one rank loop of one GPU kind, one batch at a time")
 	case c.Policy == nil || len(c.Types) == 0:
 		return nil, nil, errors.New("sim: a cloud run needs a policy and instance types")
 	case c.Policy.Tick() <= 0:
 		return nil, nil, fmt.Errorf("sim: cloud policy %s ticks every %v", c.Policy.Name(), c.Policy.Tick())
+	}
+	if v, ok := c.Policy.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, t := range c.Types {
 		if err := t.Validate(); err != nil {
@@ -308,7 +313,9 @@ func (j *cloudJob) start() error {
 		}
 		j.launch(0, typ, true)
 	}
-	j.at(0, ceTick, -1)
+	// The first tick comes a tick in: at 0 nothing has been measured, and
+	// a rate of 0 would tell a reactive policy to release the fleet.
+	j.at(scheduler.Time(j.c.Policy.Tick()), ceTick, -1)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/partition/cloudscale"
 	"github.com/symphony-serving/symphony/partition/forecast"
+	"github.com/symphony-serving/symphony/scheduler"
 	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
@@ -110,6 +111,16 @@ func TestCloudBillsEveryBatch(t *testing.T) {
 	if billed := res.GPUHours * 3600; billed < busy {
 		t.Errorf("billed %.0f GPU-seconds, but the GPUs were busy %.0f", billed, busy)
 	}
+	// The bill rounds each instance's time up (a minute at least, whole
+	// seconds), so it holds the time the series counts instances billed,
+	// and not much more.
+	held := 0.0
+	for _, s := range res.Series {
+		held += s.GPUsBilled * time.Minute.Hours()
+	}
+	if res.GPUHours < held-1e-9 || res.GPUHours > held+float64(res.Launches+res.Interruptions+8)/60 {
+		t.Errorf("billed %.3f GPU-hours; the series holds instances %.3f GPU-hours", res.GPUHours, held)
+	}
 	var cost float64
 	var offered, good, spilled uint64
 	for i, s := range res.Series {
@@ -203,15 +214,61 @@ func TestRunCloudRejects(t *testing.T) {
 	sz := cloudSizer(t, w)
 	st := &cloudscale.Static{Types: testTypes, Peak: 100, Sizer: sz}
 	for name, c := range map[string]Cloud{
-		"no policy":    {Types: testTypes},
-		"no types":     {Policy: st},
-		"bad type":     {Types: []cloudscale.InstanceType{{Name: "x"}}, Policy: st},
-		"bad burst":    {Types: testTypes, Policy: st, Burst: &BurstPool{Concurrency: 0, Slowdown: 1}},
-		"bad slowdown": {Types: testTypes, Policy: st, Burst: &BurstPool{Concurrency: 1}},
+		"no policy":       {Types: testTypes},
+		"no types":        {Policy: st},
+		"bad type":        {Types: []cloudscale.InstanceType{{Name: "x"}}, Policy: st},
+		"bad burst":       {Types: testTypes, Policy: st, Burst: &BurstPool{Concurrency: 0, Slowdown: 1}},
+		"bad slowdown":    {Types: testTypes, Policy: st, Burst: &BurstPool{Concurrency: 1}},
+		"reactive at 0":   {Types: testTypes, Policy: &cloudscale.Reactive{Types: testTypes, Sizer: sz, TickEvery: time.Second}},
+		"launches type 9": {Types: testTypes, Policy: badPolicy{launch: []int{9}}},
+		"releases id 99":  {Types: testTypes, Policy: badPolicy{release: []cloudscale.InstanceID{99}}},
 	} {
 		if _, _, err := RunCloud(w, c, Options{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	for name, mutate := range map[string]func(*workload.Workload){
+		"concurrency": func(w *workload.Workload) { w.Models[0].Concurrency = 2 },
+		"epoch":       func(w *workload.Workload) { e := workload.DefaultEpoch(); e.Interval = time.Second; w.Epoch = &e },
+		"nexus":       func(w *workload.Workload) { w.Policy = scheduler.PolicyNexus },
+	} {
+		wc := cloudWorkload(t, time.Minute)
+		mutate(wc)
+		if _, _, err := RunCloud(wc, Cloud{Types: testTypes, Policy: st}, Options{}); err == nil {
+			t.Errorf("a workload with %s: accepted", name)
+		}
+	}
+}
+
+// badPolicy launches and releases what it is told, every tick.
+type badPolicy struct {
+	launch  []int
+	release []cloudscale.InstanceID
+}
+
+func (badPolicy) Name() string        { return "bad" }
+func (badPolicy) Start(float64) []int { return []int{0} }
+func (badPolicy) Tick() time.Duration { return time.Second }
+func (b badPolicy) Decide(*cloudscale.Observation) cloudscale.Decision {
+	return cloudscale.Decision{Launch: b.launch, Release: b.release, SpillAbove: math.Inf(1)}
+}
+
+// TestCloudReactiveKeepsItsStart: a reactive fleet started for the load
+// keeps it through its first ticks (no release before any measurement)
+// and serves the run within its SLO.
+func TestCloudReactiveKeepsItsStart(t *testing.T) {
+	w := cloudWorkload(t, 10*time.Minute)
+	p := &cloudscale.Reactive{Types: testTypes, Type: 0, Sizer: cloudSizer(t, w), Target: 0.6, Window: time.Minute, Stabilization: 5 * time.Minute, TickEvery: 15 * time.Second}
+	_, res, err := RunCloud(w, Cloud{Types: testTypes, Policy: p}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := len(p.Start(w.Models[0].RateAt(0) + w.Models[1].RateAt(0)))
+	if first := res.Series[0].GPUsBilled; first < float64(start)-1e-9 {
+		t.Errorf("%.2f GPUs billed over the first minute, fewer than the %d it started with", first, start)
+	}
+	if res.Attainment < 0.99 {
+		t.Errorf("attainment %.4f", res.Attainment)
 	}
 }
 

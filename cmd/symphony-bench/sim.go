@@ -187,6 +187,9 @@ func runSimCloud(w *workload.Workload, name, forecastSpec string, burst, asJSON 
 		"         %.1f GPU-hours, %d GPUs at most, %d launches, %d releases, %d spot interruptions, %.3f%% spilled (%d of them within SLO, %d found the pool full)\n",
 		res.Policy, res.Cost, res.InstanceCost, res.BurstCost, 100*res.Attainment, res.GPUHours, res.PeakGPUs,
 		res.Launches, res.Releases, res.Interruptions, 100*float64(res.Spilled)/math.Max(1, float64(res.Offered)), res.BurstGood, res.BurstFull)
+	if err == nil && res.Refused > 0 {
+		_, err = fmt.Fprintf(stdout, "         %d launches refused: the workload's cluster of %d GPU slots was full (give it more GPUs)\n", res.Refused, w.Cluster.GPUs)
+	}
 	return err
 }
 

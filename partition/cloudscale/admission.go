@@ -20,12 +20,14 @@ type Admission struct {
 }
 
 // SetRate changes the refill rate from now on (+Inf admits everything).
+// A bucket that admitted everything starts full: spill-over turned on
+// lets a burst within the depth through, as it would have before.
 func (a *Admission) SetRate(now time.Duration, rate float64) {
 	a.refill(now)
-	a.rate = rate
-	if math.IsInf(rate, 1) {
-		a.tokens = 0
+	if math.IsInf(a.rate, 1) && !math.IsInf(rate, 1) {
+		a.tokens = rate*a.Depth.Seconds() + 1
 	}
+	a.rate = rate
 }
 
 func (a *Admission) refill(now time.Duration) {

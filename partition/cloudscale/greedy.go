@@ -20,8 +20,8 @@ type GreedyInput struct {
 	Types    []InstanceType
 	Unusable []bool
 	// Running counts, per type, the instances that may be kept: they serve
-	// from step 0 (or from Ready[type][k] steps on while they still boot)
-	// and carry no launch overhead.
+	// from the step Running[type][k] gives (0 once booted) and carry no
+	// launch overhead.
 	Running [][]int // per type: for each running instance, the step from which it serves
 }
 

@@ -16,7 +16,9 @@ type Observation struct {
 	// Good and Bad count the requests that ended in the last tick: within
 	// their SLO, or late, dropped or failed. The SLO monitor reads them.
 	Good, Bad uint64
-	// Fleet is every instance billed now: booting, serving, or warned.
+	// Fleet is every instance booting or serving, warned spot instances
+	// included: those not released and not yet drained (a released one is
+	// billed until its last batch ends, but is no longer the policy's).
 	// The policy may keep it between ticks until the next call.
 	Fleet []Instance
 }
@@ -83,6 +85,17 @@ type Static struct {
 	Headroom float64
 }
 
+// Validate reports a configuration Static cannot run.
+func (s *Static) Validate() error {
+	switch {
+	case s.Sizer == nil || s.Type < 0 || s.Type >= len(s.Types):
+		return fmt.Errorf("cloudscale: static: needs a sizer and type %d among its %d types", s.Type, len(s.Types))
+	case !(s.Peak >= 0) || !(s.Headroom >= 0):
+		return fmt.Errorf("cloudscale: static: peak %v and headroom %v must be non-negative numbers", s.Peak, s.Headroom)
+	}
+	return nil
+}
+
 func (s *Static) Name() string        { return "static-peak" }
 func (s *Static) Tick() time.Duration { return time.Minute }
 func (s *Static) Start(float64) []int {
@@ -114,6 +127,19 @@ type Reactive struct {
 	desired []int     // the last Stabilization/Tick desired sizes (GPUs)
 	release []InstanceID
 	launch  []int
+}
+
+// Validate reports a configuration Reactive cannot run.
+func (r *Reactive) Validate() error {
+	switch {
+	case r.Sizer == nil || r.Type < 0 || r.Type >= len(r.Types):
+		return fmt.Errorf("cloudscale: reactive: needs a sizer and type %d among its %d types", r.Type, len(r.Types))
+	case !(r.Target > 0 && r.Target <= 1):
+		return fmt.Errorf("cloudscale: reactive: target %v is not a utilisation in (0, 1]", r.Target)
+	case r.TickEvery <= 0 || r.Window < 0 || r.Stabilization < 0:
+		return fmt.Errorf("cloudscale: reactive: tick %v must be positive, window %v and stabilization %v not negative", r.TickEvery, r.Window, r.Stabilization)
+	}
+	return nil
 }
 
 func (r *Reactive) Name() string {
@@ -155,6 +181,9 @@ func (r *Reactive) Decide(o *Observation) Decision {
 		// Release the newest first: the ones still booting cost the least
 		// to give up.
 		for i := len(o.Fleet) - 1; i >= 0 && have-r.Types[o.Fleet[i].Type].GPUs >= keep; i-- {
+			if o.Fleet[i].Warned() {
+				continue // going anyway, and not counted in have
+			}
 			r.release = append(r.release, o.Fleet[i].ID)
 			have -= r.Types[o.Fleet[i].Type].GPUs
 		}

@@ -16,7 +16,9 @@ type PredictiveConfig struct {
 	Types []InstanceType
 	Sizer Sizer
 	// Forecaster predicts the highest rate of each step (MArk: the maximum
-	// of the step's TickEvery-long samples).
+	// of the step's TickEvery-long samples); it observes that maximum each
+	// step, so a forecaster primed with a trace's mean rates learns a
+	// little more once the run begins.
 	Forecaster forecast.Forecaster
 	// TickEvery is the sample window (MArk's P_s, 5 s), Step the
 	// forecasting and provisioning unit (P_u, 1 min) and Horizon the steps

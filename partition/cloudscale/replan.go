@@ -66,6 +66,7 @@ type Replanner struct {
 	since    time.Duration // start of the period being counted
 	started  bool
 	replans  int
+	failed   error // the last re-plan that failed, if any
 	off      turnOff
 	launch   []int
 	release  []InstanceID
@@ -107,6 +108,10 @@ func (r *Replanner) Tick() time.Duration { return r.cfg.TickEvery }
 
 // Replans counts the plans made after the first.
 func (r *Replanner) Replans() int { return r.replans }
+
+// Failed is the last re-plan's error, when one failed (the plan in force
+// then stays until a later period plans again).
+func (r *Replanner) Failed() error { return r.failed }
 
 // Start is the first plan's instances.
 func (r *Replanner) Start(float64) []int { return make([]int, r.target) }
@@ -169,7 +174,9 @@ func (r *Replanner) Decide(o *Observation) Decision {
 	r.since = o.Now
 	if r.cfg.Replan {
 		if est, drifted := r.estimate(secs); drifted {
-			if err := r.plan(est); err == nil {
+			if err := r.plan(est); err != nil {
+				r.failed = err // the plan in force stays; the next period tries again
+			} else {
 				r.replans++
 				d.SLOs = r.slos
 			}
