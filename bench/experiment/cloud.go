@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/symphony-serving/symphony/bench/workload"
 	"github.com/symphony-serving/symphony/partition/cloudscale"
 	"github.com/symphony-serving/symphony/partition/forecast"
-	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 func cloudExperiment() *Experiment {
@@ -76,69 +74,61 @@ func runCloud(r *Run) error {
 		// window (a quick run starts in the afternoon).
 		history = append(history, day[:window[0]]...)
 		day = day[window[0]:window[1]]
-		w, sz, err := cloudWorkload(name, day)
+		w, err := cloudWorkload(name, day)
 		if err != nil {
 			return err
 		}
-		peak := slices.Max(day) * cloudTraceScale
+		sz, err := sim.WorkloadSizer(w)
+		if err != nil {
+			return err
+		}
 		for _, rate := range day {
 			bound[name] += math.Ceil(sz.Need(rate*cloudTraceScale)-1e-9) * sim.DefaultCloudTypes(0)[0].PricePerHour / 60
 		}
-		add := func(policy string, c sim.Cloud) {
-			rows = append(rows, cloudRow{trace: name, policy: policy, tr: ti, cell: len(cells)})
-			c.Burst, c.SpillDepth = sim.DefaultBurstPool(), 100*time.Millisecond
-			cells = append(cells, cell{name: name + " " + policy, w: w, cloud: &c})
+		add := func(label, policy string, o sim.CloudPolicyOptions) error {
+			p, types, err := sim.NewCloudPolicy(policy, w, o)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, cloudRow{trace: name, policy: label, tr: ti, cell: len(cells)})
+			cells = append(cells, cell{name: name + " " + label, w: w, cloud: &sim.Cloud{Types: types, Policy: p, Burst: sim.DefaultBurstPool(), SpillDepth: 100 * time.Millisecond}})
+			return nil
 		}
-		od := sim.DefaultCloudTypes(0)
-		add("static-peak", sim.Cloud{Types: od, Policy: &cloudscale.Static{Types: od, Type: 0, Peak: peak, Sizer: sz, Headroom: 0.1}})
+		if err := add("static-peak", "static", sim.CloudPolicyOptions{}); err != nil {
+			return err
+		}
 		for _, tgt := range reactiveTargets {
-			add(fmt.Sprintf("reactive-%.0f%%", 100*tgt), sim.Cloud{Types: od, Policy: &cloudscale.Reactive{
-				Types: od, Type: 0, Sizer: sz, Target: tgt, Window: time.Minute, Stabilization: 5 * time.Minute, TickEvery: 15 * time.Second}})
+			if err := add(fmt.Sprintf("reactive-%.0f%%", 100*tgt), fmt.Sprintf("reactive:%g", tgt), sim.CloudPolicyOptions{}); err != nil {
+				return err
+			}
 		}
-		mark := func(spill, tuned bool, types []cloudscale.InstanceType, f forecast.Forecaster) (*cloudscale.Predictive, error) {
-			for _, h := range history {
-				f.Observe(h * cloudTraceScale)
-			}
-			cfg := cloudscale.DefaultPredictive(types, sz, f)
-			cfg.Spill = spill
-			if len(types) > 2 {
-				cfg.Standby = 0
-			}
-			if tuned {
-				// Chosen on these traces after the fact, as the cheapest
-				// reactive target is: half the headroom, no SLO monitor
-				// (spill-over covers the misses it reacts to), a 1-minute
-				// turn-off delay, and spill above 95% of the capacity.
-				cfg.Headroom, cfg.MonitorLaunch, cfg.TurnOffDelay, cfg.SpillAt = 0.05, 0, time.Minute, 0.95
-			}
-			return cloudscale.NewPredictive(cfg)
+		// Chosen on these traces after the fact, as the cheapest reactive
+		// target is: half the headroom, no SLO monitor (spill-over covers
+		// the misses it reacts to), a 1-minute turn-off delay, and spill
+		// above 95% of the capacity.
+		tuned := func(c *cloudscale.PredictiveConfig) {
+			c.Headroom, c.MonitorLaunch, c.TurnOffDelay, c.SpillAt = 0.05, 0, time.Minute, 0.95
 		}
 		for _, v := range []struct {
-			label    string
-			spill    bool
-			spot     bool
-			forecast string
-			tuned    bool
+			label, policy, forecast string
+			tune                    func(*cloudscale.PredictiveConfig)
 		}{
-			{"mark", true, false, "holt-winters:1440", false}, {"mark-nospill", false, false, "holt-winters:1440", false},
-			{"mark-spot", true, true, "holt-winters:1440", false}, {"mark-seasonal-naive", true, false, "seasonal-naive:1440", false},
-			{"mark-perfect-forecast", true, false, "", false}, {"mark-tuned", true, false, "holt-winters:1440", true},
+			{"mark", "mark", "holt-winters:1440", nil}, {"mark-nospill", "mark-nospill", "holt-winters:1440", nil},
+			{"mark-spot", "mark-spot", "holt-winters:1440", nil}, {"mark-seasonal-naive", "mark", "seasonal-naive:1440", nil},
+			{"mark-perfect-forecast", "mark", "", nil}, {"mark-tuned", "mark", "holt-winters:1440", tuned},
 		} {
-			types := od
-			if v.spot {
-				types = sim.DefaultCloudTypes(sim.SpotTwentyPercentAnHour)
-			}
 			var f forecast.Forecaster = &perfectForecast{day: day, skip: len(history)}
 			if v.forecast != "" {
 				if f, err = forecast.Parse(v.forecast); err != nil {
 					return err
 				}
 			}
-			p, err := mark(v.spill, v.tuned, types, f)
-			if err != nil {
+			for _, h := range history {
+				f.Observe(h * cloudTraceScale)
+			}
+			if err := add(v.label, v.policy, sim.CloudPolicyOptions{Forecaster: f, Tune: v.tune}); err != nil {
 				return err
 			}
-			add(v.label, sim.Cloud{Types: types, Policy: p})
 		}
 	}
 	outs, err := r.simulate(cells)
@@ -312,9 +302,9 @@ func (r *Run) loadTrace(name string) (day, history []float64, err error) {
 	return day, history, err
 }
 
-// cloudWorkload is the trace's load on the model mix, and the sizer of
-// that mix, on a pool of 256 GPU slots.
-func cloudWorkload(name string, perMinute []float64) (*workload.Workload, *cloudscale.MixSizer, error) {
+// cloudWorkload is the trace's load on the model mix, on a pool of 256 GPU
+// slots.
+func cloudWorkload(name string, perMinute []float64) (*workload.Workload, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed: 1\nduration: %dm\nwarmup: 0s\ncluster: {gpus: 256}\nnetwork: %s\nmodels:\n", len(perMinute), paperNetwork)
 	for _, m := range cloudModels {
@@ -323,17 +313,14 @@ func cloudWorkload(name string, perMinute []float64) (*workload.Workload, *cloud
 	b.WriteString("policy: symphony\n")
 	w, err := workload.Parse([]byte(b.String()), "cloud experiment "+name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var ds []serving.Demand
 	for i, m := range cloudModels {
 		ph := make([]workload.RatePhase, len(perMinute))
 		for k, rate := range perMinute {
 			ph[k] = workload.RatePhase{Duration: time.Minute, Rate: rate * cloudTraceScale * m.share}
 		}
 		w.Models[i].Rates = ph
-		ds = append(ds, serving.Demand{Model: w.Models[i].Model, Rate: m.share})
 	}
-	sz, err := cloudscale.NewMixSizer(ds, w.Network)
-	return w, sz, err
+	return w, nil
 }

@@ -81,7 +81,7 @@ policy: symphony
 	if err != nil {
 		return err
 	}
-	typ := cloudscale.InstanceType{Name: "gpu.1x", GPUs: 1, PricePerHour: 3.06, Launch: 100 * time.Second, BillingMinimum: time.Minute, BillingIncrement: time.Second}
+	typ := sim.DefaultCloudTypes(0)[0] // gpu.1x: one GPU, 100 s to boot
 	var cells []cell
 	var policies []*cloudscale.Replanner
 	for _, replan := range []bool{true, false} {

@@ -168,12 +168,11 @@ type cloudJob struct {
 	// policy may change it).
 	slo []time.Duration
 	// The tick's measurements.
-	tickModel    []uint64
-	tickArrivals uint64
-	tickGood     uint64
-	tickBad      uint64
-	lastTick     scheduler.Time
-	fleet        []cloudscale.Instance
+	tickModel []uint64 // arrivals by model
+	tickGood  uint64
+	tickBad   uint64
+	lastTick  scheduler.Time
+	fleet     []cloudscale.Instance
 
 	res       CloudResult
 	readyGPUs int
@@ -377,9 +376,13 @@ func (j *cloudJob) tick(now scheduler.Time) error {
 	dt := now.Sub(j.lastTick)
 	o := cloudscale.Observation{Now: time.Duration(now), Good: j.tickGood, Bad: j.tickBad, ModelArrivals: j.tickModel}
 	if dt > 0 {
-		o.Rate = float64(j.tickArrivals) / dt.Seconds()
+		var n uint64
+		for _, k := range j.tickModel {
+			n += k
+		}
+		o.Rate = float64(n) / dt.Seconds()
 	}
-	j.tickArrivals, j.tickGood, j.tickBad, j.lastTick = 0, 0, 0, now
+	j.tickGood, j.tickBad, j.lastTick = 0, 0, now
 	j.fleet = j.fleet[:0]
 	for _, in := range j.insts {
 		if !in.released && !in.drained {
@@ -589,7 +592,6 @@ func (j *cloudJob) sample(t scheduler.Time) *CloudSample {
 // arrive counts an arrival and reports whether it goes to the GPUs; a
 // spilled one the burst pool has taken and ended.
 func (j *cloudJob) arrive(now scheduler.Time, model int, req *scheduler.Request) bool {
-	j.tickArrivals++
 	j.tickModel[model]++
 	if slo := j.slo[model]; slo != j.w.Models[model].SLO {
 		req.Deadline = req.Arrival.Add(slo)

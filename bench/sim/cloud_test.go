@@ -11,7 +11,6 @@ import (
 	"github.com/symphony-serving/symphony/partition/cloudscale"
 	"github.com/symphony-serving/symphony/partition/forecast"
 	"github.com/symphony-serving/symphony/scheduler"
-	"github.com/symphony-serving/symphony/scheduler/serving"
 )
 
 // cloudWorkload is a day-shaped load, compressed, on a pool of 64 GPU slots.
@@ -43,11 +42,7 @@ policy: symphony
 
 func cloudSizer(t *testing.T, w *workload.Workload) *cloudscale.MixSizer {
 	t.Helper()
-	var ds []serving.Demand
-	for i := range w.Models {
-		ds = append(ds, serving.Demand{Model: w.Models[i].Model, Rate: w.Models[i].RateAt(time.Hour)})
-	}
-	s, err := cloudscale.NewMixSizer(ds, w.Network)
+	s, err := WorkloadSizer(w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +273,12 @@ func TestCloudReactiveKeepsItsStart(t *testing.T) {
 func TestNewCloudPolicy(t *testing.T) {
 	w := cloudWorkload(t, 2*time.Hour)
 	for _, name := range []string{"static", "reactive", "reactive:0.5", "mark", "mark-nospill", "mark-spot"} {
-		if _, types, err := NewCloudPolicy(name, w, nil); err != nil || len(types) == 0 {
+		if _, types, err := NewCloudPolicy(name, w, CloudPolicyOptions{}); err != nil || len(types) == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	for _, name := range []string{"elastic", "reactive:0", "reactive:x", "mark:2"} {
-		if _, _, err := NewCloudPolicy(name, w, nil); err == nil {
+		if _, _, err := NewCloudPolicy(name, w, CloudPolicyOptions{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -291,7 +286,7 @@ func TestNewCloudPolicy(t *testing.T) {
 		t.Errorf("peak rate %v, want the daily curves' 800+800 at their peak", p)
 	}
 	w.Models[0].StaticMemory = 20 << 30
-	if _, _, err := NewCloudPolicy("mark", w, nil); err == nil || !strings.Contains(err.Error(), "GPU memory") {
+	if _, _, err := NewCloudPolicy("mark", w, CloudPolicyOptions{}); err == nil || !strings.Contains(err.Error(), "GPU memory") {
 		t.Errorf("20 GiB of models on 16 GiB GPUs: %v", err)
 	}
 }

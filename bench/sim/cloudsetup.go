@@ -92,14 +92,24 @@ func PeakRate(w *workload.Workload) float64 {
 // CloudPolicies names the policies NewCloudPolicy makes.
 var CloudPolicies = []string{"static", "reactive[:TARGET]", "mark", "mark-nospill", "mark-spot"}
 
+// CloudPolicyOptions adjust what NewCloudPolicy makes.
+type CloudPolicyOptions struct {
+	// Forecaster is the mark policies' (nil: Holt-Winters with a one-day
+	// period, in steps of a minute).
+	Forecaster forecast.Forecaster
+	// Tune, when set, changes a mark policy's configuration before the
+	// policy is made.
+	Tune func(*cloudscale.PredictiveConfig)
+}
+
 // NewCloudPolicy makes the named policy for w on the default instance
 // types, and returns the types it launches from: static (the fleet for
 // w's peak rate plus 10%, all run), reactive[:TARGET] (target tracking at
-// TARGET utilisation, default 0.7), mark (MArk with spill-over; f
-// forecasts, nil for Holt-Winters with a one-day period), mark-nospill,
-// and mark-spot (with spot instances that lose 20% of their capacity an
-// hour and on-demand standbys).
-func NewCloudPolicy(name string, w *workload.Workload, f forecast.Forecaster) (cloudscale.Policy, []cloudscale.InstanceType, error) {
+// TARGET utilisation, default 0.7, over a minute, scaling in after 5
+// minutes), mark (MArk with spill-over), mark-nospill, and mark-spot (with
+// spot instances that lose 20% of their capacity an hour and on-demand
+// standbys). Every policy sizes w's models as their mix (WorkloadSizer).
+func NewCloudPolicy(name string, w *workload.Workload, o CloudPolicyOptions) (cloudscale.Policy, []cloudscale.InstanceType, error) {
 	sz, err := WorkloadSizer(w)
 	if err != nil {
 		return nil, nil, err
@@ -125,6 +135,7 @@ func NewCloudPolicy(name string, w *workload.Workload, f forecast.Forecaster) (c
 		}
 		return &cloudscale.Reactive{Types: od, Type: 0, Sizer: sz, Target: target, Window: time.Minute, Stabilization: 5 * time.Minute, TickEvery: 15 * time.Second}, od, nil
 	case "mark", "mark-nospill", "mark-spot":
+		f := o.Forecaster
 		if f == nil {
 			if f, err = forecast.NewHoltWinters(forecast.DefaultHoltWinters(1440)); err != nil {
 				return nil, nil, err
@@ -138,6 +149,9 @@ func NewCloudPolicy(name string, w *workload.Workload, f forecast.Forecaster) (c
 		cfg.Spill, cfg.ModelMemory = kind != "mark-nospill", mem
 		if kind == "mark-spot" {
 			cfg.Standby = 0
+		}
+		if o.Tune != nil {
+			o.Tune(&cfg)
 		}
 		p, err := cloudscale.NewPredictive(cfg)
 		return p, types, err

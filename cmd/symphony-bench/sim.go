@@ -151,7 +151,7 @@ func runSimCloud(w *workload.Workload, name, forecastSpec string, burst, asJSON 
 			return cli.UsageErr("--forecast: %v", err)
 		}
 	}
-	p, types, err := sim.NewCloudPolicy(name, w, f)
+	p, types, err := sim.NewCloudPolicy(name, w, sim.CloudPolicyOptions{Forecaster: f})
 	if err != nil {
 		return cli.UsageErr("--cloud: %v", err)
 	}
