@@ -100,6 +100,9 @@ type CloudPolicyOptions struct {
 	// Tune, when set, changes a mark policy's configuration before the
 	// policy is made.
 	Tune func(*cloudscale.PredictiveConfig)
+	// Sizer sizes the models for every policy (nil: WorkloadSizer, Eqs.
+	// 2-3; MeasureSizer measures it instead).
+	Sizer cloudscale.Sizer
 }
 
 // NewCloudPolicy makes the named policy for w on the default instance
@@ -109,10 +112,12 @@ type CloudPolicyOptions struct {
 // minutes), mark (MArk with spill-over), mark-nospill, and mark-spot (with
 // spot instances that lose 20% of their capacity an hour and on-demand
 // standbys). Every policy sizes w's models as their mix (WorkloadSizer).
-func NewCloudPolicy(name string, w *workload.Workload, o CloudPolicyOptions) (cloudscale.Policy, []cloudscale.InstanceType, error) {
-	sz, err := WorkloadSizer(w)
-	if err != nil {
-		return nil, nil, err
+func NewCloudPolicy(name string, w *workload.Workload, o CloudPolicyOptions) (p cloudscale.Policy, types []cloudscale.InstanceType, err error) {
+	var sz cloudscale.Sizer = o.Sizer
+	if sz == nil {
+		if sz, err = WorkloadSizer(w); err != nil {
+			return nil, nil, err
+		}
 	}
 	od := DefaultCloudTypes(0)
 	mem := ModelMemory(w)

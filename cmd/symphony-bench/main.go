@@ -23,7 +23,7 @@ Usage:
   symphony-bench sim -f WORKLOAD [--json] [--csv FILE] [--find-goodput] [--plot DIR]
                [--policy P | --compare] [--sweep LIST] [--seed N]
                [--schedulable sched-at|beta-lambda] [--drop timeout|window]
-               [--cloud static|reactive[:T]|mark|mark-nospill|mark-spot [--forecast F] [--no-burst]]
+               [--cloud static|reactive[:T]|mark|mark-nospill|mark-spot [--forecast F] [--no-burst] [--sizer measured|eqs]]
       Run the scheduler in the discrete-event simulator on a workload file;
       with --cloud, on a simulated cloud whose fleet the policy decides,
       with its cost over time.

@@ -42,14 +42,18 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	cloud := fs.String("cloud", "", "run on a simulated cloud whose fleet `POLICY` decides: "+strings.Join(sim.CloudPolicies, ", ")+" (docs/workload-format.md, \"A simulated cloud\")")
 	forecastSpec := fs.String("forecast", "", "with --cloud mark*: the load forecaster, last, seasonal-naive:PERIOD or holt-winters:PERIOD[:A:B:G], in steps of a minute (default holt-winters:1440)")
 	noBurst := fs.Bool("no-burst", false, "with --cloud: no serverless burst pool to spill to")
+	sizerName := fs.String("sizer", "", "with --cloud: how the policy sizes the fleet, measured (the default: what each GPU count serves, measured first by goodput searches, as MArk profiles its instances) or eqs (the epoch job's Eqs. 2-3, which promise more than a few GPUs shared by several models serve)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *file == "" {
 		return cli.UsageErr("-f WORKLOAD is required")
 	}
-	if *cloud == "" && (*forecastSpec != "" || *noBurst) {
-		return cli.UsageErr("--forecast and --no-burst go with --cloud")
+	if *cloud == "" && (*forecastSpec != "" || *noBurst || *sizerName != "") {
+		return cli.UsageErr("--forecast, --no-burst and --sizer go with --cloud")
+	}
+	if *sizerName != "" && *sizerName != "measured" && *sizerName != "eqs" {
+		return cli.UsageErr("--sizer %q: give measured or eqs", *sizerName)
 	}
 	if fs.NArg() > 0 {
 		return cli.UsageErr("unexpected arguments %q", fs.Args())
@@ -87,7 +91,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			}
 			w.Policy = p
 		}
-		return runSimCloud(w, *cloud, *forecastSpec, !*noBurst, *asJSON, *plotDir, log, stdout)
+		return runSimCloud(w, *cloud, *forecastSpec, *sizerName != "eqs", !*noBurst, *asJSON, *plotDir, log, stdout)
 	}
 	policies := []scheduler.Policy{w.Policy}
 	switch {
@@ -143,15 +147,34 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 // runSimCloud is `sim --cloud POLICY`: the workload on a simulated cloud
 // (sim.RunCloud) whose fleet the policy decides, the report and the cloud's
 // cost, and with --plot the fleet, cost and SLO over time.
-func runSimCloud(w *workload.Workload, name, forecastSpec string, burst, asJSON bool, plotDir string, log zerolog.Logger, stdout io.Writer) error {
-	var f forecast.Forecaster
+func runSimCloud(w *workload.Workload, name, forecastSpec string, measure, burst, asJSON bool, plotDir string, log zerolog.Logger, stdout io.Writer) error {
+	o := sim.CloudPolicyOptions{}
 	if forecastSpec != "" {
 		var err error
-		if f, err = forecast.Parse(forecastSpec); err != nil {
+		if o.Forecaster, err = forecast.Parse(forecastSpec); err != nil {
 			return cli.UsageErr("--forecast: %v", err)
 		}
 	}
-	p, types, err := sim.NewCloudPolicy(name, w, sim.CloudPolicyOptions{Forecaster: f})
+	if measure {
+		m, err := sim.MeasurementFor(w)
+		if err != nil {
+			return cli.UsageErr("--cloud: %v", err)
+		}
+		began := time.Now()
+		log.Info().Int("max_gpus", m.MaxGPUs).Msg("measuring what each GPU count serves of the mix (--sizer eqs skips this)")
+		m.Progress = func(gpus int, capacity float64) {
+			log.Debug().Int("gpus", gpus).Float64("capacity_rps", capacity).Msg("measured")
+		}
+		s, err := sim.MeasureSizer(w, m)
+		if err != nil {
+			return err
+		}
+		caps := s.Capacities()
+		log.Info().Str("wall", time.Since(began).Round(time.Millisecond).String()).Float64("one_gpu_rps", caps[0]).
+			Float64("max_gpus_rps", caps[len(caps)-1]).Msg("capacity measured")
+		o.Sizer = s
+	}
+	p, types, err := sim.NewCloudPolicy(name, w, o)
 	if err != nil {
 		return cli.UsageErr("--cloud: %v", err)
 	}

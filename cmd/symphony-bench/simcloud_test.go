@@ -73,9 +73,32 @@ func TestSimCloud(t *testing.T) {
 		{"--cloud", "mark", "--forecast", "arima"},
 		{"--cloud", "mark", "--find-goodput"},
 		{"--forecast", "last"},
+		{"--sizer", "eqs"},
+		{"--cloud", "mark", "--sizer", "guess"},
 	} {
 		if code, _, stderr := runCLI(t, append([]string{"sim", "-f", w, "--quiet"}, bad...)...); code != 2 || stderr == "" {
 			t.Errorf("%v: exit %d, %q; want a usage error", bad, code, stderr)
+		}
+	}
+}
+
+// TestSimCloudSizer: a cloud run measures what each GPU count serves
+// before it starts, and says so on stderr, unless --sizer eqs sizes by the
+// epoch job's equations instead.
+func TestSimCloudSizer(t *testing.T) {
+	w := cloudWorkloadFile(t)
+	for _, c := range []struct {
+		args     []string
+		measures bool
+	}{
+		{nil, true}, {[]string{"--sizer", "measured"}, true}, {[]string{"--sizer", "eqs"}, false},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"sim", "-f", w, "--cloud", "reactive:0.9"}, c.args...)...)
+		if code != 0 || !strings.Contains(stdout, "cloud    reactive(target=0.9)") {
+			t.Fatalf("%v: exit %d\n%s\n%s", c.args, code, stdout, stderr)
+		}
+		if got := strings.Contains(stderr, "capacity measured"); got != c.measures {
+			t.Errorf("%v: measured %v, want %v; stderr:\n%s", c.args, got, c.measures, stderr)
 		}
 	}
 }

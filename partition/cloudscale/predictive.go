@@ -65,12 +65,15 @@ type PredictiveConfig struct {
 // DefaultPredictive returns MArk's settings (§4.2-4.4, §5.1): 5 s samples,
 // 1 min steps, a 60-step horizon, a 3 min turn-off delay, spill-over, and
 // an SLO monitor over the last 30 s at 99%; and a floor of the measured
-// rate over the next 3 steps, which MArk does not have.
+// rate over the next 3 steps, which MArk does not have. It plans no
+// headroom: as in MArk, spill-over and the monitor take what the forecast
+// misses, and a sizer that measures capacity (MeasuredSizer) already holds
+// the margin of the bad rate it was measured at.
 func DefaultPredictive(types []InstanceType, sizer Sizer, f forecast.Forecaster) PredictiveConfig {
 	return PredictiveConfig{
 		Types: types, Sizer: sizer, Forecaster: f,
 		TickEvery: 5 * time.Second, Step: time.Minute, Horizon: 60,
-		Headroom: 0.1, Floor: 3, TurnOffDelay: 3 * time.Minute,
+		Floor: 3, TurnOffDelay: 3 * time.Minute,
 		Spill: true, SpillAt: 1,
 		MonitorTarget: 0.99, MonitorWindow: 30 * time.Second, MonitorLaunch: 1,
 		Standby: -1,

@@ -1,0 +1,63 @@
+package cloudscale
+
+import (
+	"math"
+	"testing"
+)
+
+// TestMeasuredSizerHandWorked: capacities measured at 1, 2 and 3 GPUs
+// (0, 100 and 250 req/s) are interpolated in between and extrapolated at
+// the last count's 250/3 req/s per GPU beyond, and Need inverts Capacity.
+func TestMeasuredSizerHandWorked(t *testing.T) {
+	s, err := NewMeasuredSizer([]float64{0, 100, 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ gpus, rate float64 }{
+		{0, 0}, {-1, 0}, {0.5, 0}, {1, 0}, {1.5, 50}, {2, 100}, {2.2, 130}, {3, 250}, {6, 500},
+	} {
+		if got := s.Capacity(c.gpus); math.Abs(got-c.rate) > 1e-9 {
+			t.Errorf("Capacity(%v) = %v, want %v", c.gpus, got, c.rate)
+		}
+	}
+	for _, c := range []struct{ rate, gpus float64 }{
+		{0, 0}, {-3, 0}, {1, 1.01}, {50, 1.5}, {100, 2}, {130, 2.2}, {250, 3}, {500, 6},
+	} {
+		if got := s.Need(c.rate); math.Abs(got-c.gpus) > 1e-9 {
+			t.Errorf("Need(%v) = %v, want %v", c.rate, got, c.gpus)
+		}
+	}
+	// Need is the least fraction whose capacity reaches the rate.
+	for rate := 0.5; rate < 600; rate += 7.3 {
+		n := s.Need(rate)
+		if c := s.Capacity(n); math.Abs(c-rate) > 1e-9*rate {
+			t.Errorf("Capacity(Need(%v)) = %v", rate, c)
+		}
+		if s.Capacity(n-1e-6) >= rate {
+			t.Errorf("Need(%v) = %v is not the least", rate, n)
+		}
+	}
+}
+
+// TestMeasuredSizerFlatSegment: a count that serves no more than the one
+// below never answers Need, which takes the lower count.
+func TestMeasuredSizerFlatSegment(t *testing.T) {
+	s, err := NewMeasuredSizer([]float64{100, 100, 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Need(100); got != 1 {
+		t.Errorf("Need(100) = %v, want 1", got)
+	}
+	if got := s.Need(200); got != 2.5 {
+		t.Errorf("Need(200) = %v, want 2.5", got)
+	}
+}
+
+func TestNewMeasuredSizerErrors(t *testing.T) {
+	for _, caps := range [][]float64{nil, {0}, {0, 0}, {-1, 5}, {5, 4}, {math.NaN()}, {math.Inf(1)}} {
+		if _, err := NewMeasuredSizer(caps); err == nil {
+			t.Errorf("capacities %v accepted", caps)
+		}
+	}
+}
