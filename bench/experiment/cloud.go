@@ -94,9 +94,9 @@ func runCloud(r *Run) error {
 				return err
 			}
 			var parts []string
-			for _, g := range []int{3, 6, 12} {
-				if g <= m.MaxGPUs {
-					parts = append(parts, fmt.Sprintf("%d GPUs serve %.0f req/s, not %.0f", g, sz.Capacities()[g-1], eqs.Capacity(float64(g))))
+			for _, p := range sz.Capacities() {
+				if p.GPUs == 3 || p.GPUs == 6 || p.GPUs == 13 {
+					parts = append(parts, fmt.Sprintf("%d GPUs serve %.0f req/s, not %.0f", p.GPUs, p.Rate, eqs.Capacity(float64(p.GPUs))))
 				}
 			}
 			sizerNote = strings.Join(parts, "; ")

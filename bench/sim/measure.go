@@ -23,14 +23,31 @@ type SizerMeasurement struct {
 	Progress func(gpus int, capacity float64)
 }
 
-// MeasureSizer measures what 1..MaxGPUs GPUs serve of w's mix (each
-// model's share is its mean rate over the run, as WorkloadSizer's), as
-// MArk profiles its instance types (§4.1): for each count, a goodput
-// search of steady load in the mix's shares with w's arrival processes
-// finds the largest total rate at which every model's bad rate stays
-// within the target. The runs are seeded simulations, so the sizer is
-// deterministic. A count that serves less than the one below it (a
-// search's noise) is given the one below's capacity.
+// MeasuredCounts are the GPU counts MeasureSizer measures up to max: every
+// count up to 8, where sharing changes most from one GPU to the next, and
+// beyond it counts an eighth apart, and max itself. The sizer interpolates
+// between them, and a measurement costs about as much as its largest few
+// counts instead of growing with the square of max.
+func MeasuredCounts(maxGPUs int) []int {
+	var out []int
+	for g := 1; g < maxGPUs; {
+		out = append(out, g)
+		g += max(1, (g+7)/8)
+	}
+	if maxGPUs >= 1 {
+		out = append(out, maxGPUs)
+	}
+	return out
+}
+
+// MeasureSizer measures what GPU counts up to MaxGPUs (MeasuredCounts)
+// serve of w's mix, each model's share its mean rate over the run, as
+// WorkloadSizer's, as MArk profiles its instance types (§4.1): for each
+// count, a goodput search of steady load in the mix's shares with w's
+// arrival processes finds the largest total rate at which every model's
+// bad rate stays within the target. The runs are seeded simulations, so
+// the sizer is deterministic. A count that serves less than the one below
+// it (a search's noise) is given the one below's capacity.
 func MeasureSizer(w *workload.Workload, m SizerMeasurement) (*cloudscale.MeasuredSizer, error) {
 	if m.MaxGPUs < 1 || m.MaxGPUs > maxMeasuredGPUs {
 		return nil, fmt.Errorf("sim: measuring a sizer: max GPUs %d is outside 1..%d", m.MaxGPUs, maxMeasuredGPUs)
@@ -40,23 +57,24 @@ func MeasureSizer(w *workload.Workload, m SizerMeasurement) (*cloudscale.Measure
 	if err != nil {
 		return nil, err
 	}
-	capacity := make([]float64, m.MaxGPUs)
-	for g := 1; g <= m.MaxGPUs; g++ {
+	var points []cloudscale.MeasuredCapacity
+	for _, g := range MeasuredCounts(m.MaxGPUs) {
 		// Search from the analytic capacity, which is near.
 		start := analytic.Capacity(float64(g))
 		rep, err := FindGoodput(steadyMix(w, m, g).Scaled(start), GoodputOptions{TargetBadRate: m.TargetBadRate})
 		if err != nil {
 			return nil, fmt.Errorf("sim: measuring %d GPUs: %w", g, err)
 		}
-		capacity[g-1] = rep.GoodputSearch.Multiplier * start
-		if g > 1 {
-			capacity[g-1] = max(capacity[g-1], capacity[g-2])
+		c := rep.GoodputSearch.Multiplier * start
+		if n := len(points); n > 0 {
+			c = max(c, points[n-1].Rate)
 		}
+		points = append(points, cloudscale.MeasuredCapacity{GPUs: g, Rate: c})
 		if m.Progress != nil {
-			m.Progress(g, capacity[g-1])
+			m.Progress(g, c)
 		}
 	}
-	return cloudscale.NewMeasuredSizer(capacity)
+	return cloudscale.NewMeasuredSizer(points)
 }
 
 func (m SizerMeasurement) withDefaults() SizerMeasurement {

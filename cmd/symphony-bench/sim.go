@@ -170,8 +170,8 @@ func runSimCloud(w *workload.Workload, name, forecastSpec string, measure, burst
 			return err
 		}
 		caps := s.Capacities()
-		log.Info().Str("wall", time.Since(began).Round(time.Millisecond).String()).Float64("one_gpu_rps", caps[0]).
-			Float64("max_gpus_rps", caps[len(caps)-1]).Msg("capacity measured")
+		log.Info().Str("wall", time.Since(began).Round(time.Millisecond).String()).Int("counts", len(caps)).
+			Float64("one_gpu_rps", caps[0].Rate).Float64("max_gpus_rps", caps[len(caps)-1].Rate).Msg("capacity measured")
 		o.Sizer = s
 	}
 	p, types, err := sim.NewCloudPolicy(name, w, o)

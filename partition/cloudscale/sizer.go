@@ -110,63 +110,72 @@ func (s *MixSizer) Capacity(gpus float64) float64 {
 	return lo
 }
 
-// MeasuredSizer sizes a mix by capacities measured on whole GPU counts, as
-// MArk profiles each instance type's throughput within the SLO offline
-// (§4.1) instead of trusting a model of it. MixSizer's Eqs. 2-3 assume
-// each model keeps its own GPUs busy at its best batch; with a few GPUs
-// shared by several models the scheduler serves less than that (the mix of
-// the cloud experiment: 3 GPUs serve 191 req/s within a 1% bad rate where
-// Eqs. 2-3 promise 291), and a policy planning on the promise runs short
-// exactly when it has no headroom.
+// MeasuredSizer sizes a mix by capacities measured on GPU counts, as MArk
+// profiles each instance type's throughput within the SLO offline (§4.1)
+// instead of trusting a model of it. MixSizer's Eqs. 2-3 assume each model
+// keeps its own GPUs busy at its best batch; with a few GPUs shared by
+// several models the scheduler serves less than that (the mix of the cloud
+// experiment: 3 GPUs serve 191 req/s within a 1% bad rate where Eqs. 2-3
+// promise 291), and a policy planning on the promise runs short exactly
+// when it has no headroom.
 //
-// Between whole counts the capacity is interpolated linearly; beyond the
-// last it grows by the last count's capacity per GPU.
+// Between measured counts, and between 0 GPUs (0 req/s) and the first,
+// the capacity is interpolated linearly; beyond the last it grows by the
+// last count's capacity per GPU.
 type MeasuredSizer struct {
-	// capacity[g-1] is what g GPUs serve, non-decreasing in g.
-	capacity []float64
+	points []MeasuredCapacity // by GPUs, rates non-decreasing
 }
 
-// NewMeasuredSizer builds a sizer from capacity[g-1], the largest total
-// rate g GPUs serve within the SLOs. The capacities must be non-negative,
-// non-decreasing numbers, the last one positive.
-func NewMeasuredSizer(capacity []float64) (*MeasuredSizer, error) {
-	if len(capacity) == 0 {
+// MeasuredCapacity is one measurement: Rate, the largest total rate that
+// GPUs serve within the SLOs.
+type MeasuredCapacity struct {
+	GPUs int
+	Rate float64
+}
+
+// NewMeasuredSizer builds a sizer from measurements in increasing GPU
+// counts (from 1), whose rates are non-negative, non-decreasing numbers,
+// the last one positive.
+func NewMeasuredSizer(points []MeasuredCapacity) (*MeasuredSizer, error) {
+	if len(points) == 0 {
 		return nil, errors.New("cloudscale: a measured sizer needs the capacity of at least one GPU count")
 	}
-	for g, c := range capacity {
+	for i, p := range points {
 		switch {
-		case !(c >= 0) || math.IsInf(c, 0):
-			return nil, fmt.Errorf("cloudscale: measured capacity of %d GPUs is %v, not a non-negative number", g+1, c)
-		case g > 0 && c < capacity[g-1]:
-			return nil, fmt.Errorf("cloudscale: measured capacity of %d GPUs (%v) is below that of %d (%v): more GPUs never serve less", g+1, c, g, capacity[g-1])
+		case p.GPUs < 1 || i > 0 && p.GPUs <= points[i-1].GPUs:
+			return nil, fmt.Errorf("cloudscale: measured capacities: GPU count %d at %d is not positive and above the one before", p.GPUs, i)
+		case !(p.Rate >= 0) || math.IsInf(p.Rate, 0):
+			return nil, fmt.Errorf("cloudscale: measured capacity of %d GPUs is %v, not a non-negative number", p.GPUs, p.Rate)
+		case i > 0 && p.Rate < points[i-1].Rate:
+			return nil, fmt.Errorf("cloudscale: measured capacity of %d GPUs (%v) is below that of %d (%v): more GPUs never serve less", p.GPUs, p.Rate, points[i-1].GPUs, points[i-1].Rate)
 		}
 	}
-	if !(capacity[len(capacity)-1] > 0) {
+	if !(points[len(points)-1].Rate > 0) {
 		return nil, errors.New("cloudscale: the measured capacities are all 0: no GPU count serves the mix")
 	}
-	return &MeasuredSizer{capacity: slices.Clone(capacity)}, nil
+	return &MeasuredSizer{points: slices.Clone(points)}, nil
 }
 
-// Capacities are the measured capacities, by GPU count less one.
-func (s *MeasuredSizer) Capacities() []float64 { return slices.Clone(s.capacity) }
+// Capacities are the measurements the sizer interpolates.
+func (s *MeasuredSizer) Capacities() []MeasuredCapacity { return slices.Clone(s.points) }
 
 // Capacity implements Sizer.
 func (s *MeasuredSizer) Capacity(gpus float64) float64 {
 	if !(gpus > 0) {
 		return 0
 	}
-	n := len(s.capacity)
-	at := func(g int) float64 { // whole g in 0..n
-		if g == 0 {
-			return 0
-		}
-		return s.capacity[g-1]
+	last := s.points[len(s.points)-1]
+	if gpus >= float64(last.GPUs) {
+		return last.Rate * gpus / float64(last.GPUs)
 	}
-	if gpus >= float64(n) {
-		return s.capacity[n-1] * gpus / float64(n)
+	// The first measured count at or above gpus, and the segment to it.
+	i := sort.Search(len(s.points), func(i int) bool { return float64(s.points[i].GPUs) >= gpus })
+	lo := MeasuredCapacity{}
+	if i > 0 {
+		lo = s.points[i-1]
 	}
-	g := int(gpus)
-	return at(g) + (gpus-float64(g))*(at(g+1)-at(g))
+	hi := s.points[i]
+	return lo.Rate + (gpus-float64(lo.GPUs))/float64(hi.GPUs-lo.GPUs)*(hi.Rate-lo.Rate)
 }
 
 // Need implements Sizer: the fewest GPUs, a fraction, whose interpolated
@@ -175,19 +184,16 @@ func (s *MeasuredSizer) Need(rate float64) float64 {
 	if !(rate > 0) {
 		return 0
 	}
-	n := len(s.capacity)
-	if last := s.capacity[n-1]; rate > last {
-		return float64(n) * rate / last
+	last := s.points[len(s.points)-1]
+	if rate > last.Rate {
+		return float64(last.GPUs) * rate / last.Rate
 	}
-	// The first whole count that serves rate, then back along its segment.
-	g := sort.SearchFloat64s(s.capacity, rate) + 1
-	lo := 0.0
-	if g > 1 {
-		lo = s.capacity[g-2]
+	// The first measurement that serves rate; the one before serves less.
+	i := sort.Search(len(s.points), func(i int) bool { return s.points[i].Rate >= rate })
+	lo := MeasuredCapacity{}
+	if i > 0 {
+		lo = s.points[i-1]
 	}
-	hi := s.capacity[g-1]
-	if hi <= lo { // a flat segment: rate == hi, served by g-1 already
-		return float64(g - 1)
-	}
-	return float64(g-1) + (rate-lo)/(hi-lo)
+	hi := s.points[i]
+	return float64(lo.GPUs) + (rate-lo.Rate)/(hi.Rate-lo.Rate)*float64(hi.GPUs-lo.GPUs)
 }

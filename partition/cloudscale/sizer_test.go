@@ -5,30 +5,39 @@ import (
 	"testing"
 )
 
-// TestMeasuredSizerHandWorked: capacities measured at 1, 2 and 3 GPUs
-// (0, 100 and 250 req/s) are interpolated in between and extrapolated at
-// the last count's 250/3 req/s per GPU beyond, and Need inverts Capacity.
+func consecutive(rates ...float64) []MeasuredCapacity {
+	out := make([]MeasuredCapacity, len(rates))
+	for i, r := range rates {
+		out[i] = MeasuredCapacity{GPUs: i + 1, Rate: r}
+	}
+	return out
+}
+
+// TestMeasuredSizerHandWorked: capacities measured at 1, 2, 3 and 6 GPUs
+// (0, 100, 250 and 400 req/s) are interpolated in between and
+// extrapolated at the last count's 400/6 req/s per GPU beyond, and Need
+// inverts Capacity.
 func TestMeasuredSizerHandWorked(t *testing.T) {
-	s, err := NewMeasuredSizer([]float64{0, 100, 250})
+	s, err := NewMeasuredSizer(append(consecutive(0, 100, 250), MeasuredCapacity{GPUs: 6, Rate: 400}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ gpus, rate float64 }{
-		{0, 0}, {-1, 0}, {0.5, 0}, {1, 0}, {1.5, 50}, {2, 100}, {2.2, 130}, {3, 250}, {6, 500},
+		{0, 0}, {-1, 0}, {0.5, 0}, {1, 0}, {1.5, 50}, {2, 100}, {2.2, 130}, {3, 250}, {4, 300}, {5.5, 375}, {6, 400}, {12, 800},
 	} {
 		if got := s.Capacity(c.gpus); math.Abs(got-c.rate) > 1e-9 {
 			t.Errorf("Capacity(%v) = %v, want %v", c.gpus, got, c.rate)
 		}
 	}
 	for _, c := range []struct{ rate, gpus float64 }{
-		{0, 0}, {-3, 0}, {1, 1.01}, {50, 1.5}, {100, 2}, {130, 2.2}, {250, 3}, {500, 6},
+		{0, 0}, {-3, 0}, {1, 1.01}, {50, 1.5}, {100, 2}, {130, 2.2}, {250, 3}, {300, 4}, {400, 6}, {800, 12},
 	} {
 		if got := s.Need(c.rate); math.Abs(got-c.gpus) > 1e-9 {
 			t.Errorf("Need(%v) = %v, want %v", c.rate, got, c.gpus)
 		}
 	}
 	// Need is the least fraction whose capacity reaches the rate.
-	for rate := 0.5; rate < 600; rate += 7.3 {
+	for rate := 0.5; rate < 900; rate += 7.3 {
 		n := s.Need(rate)
 		if c := s.Capacity(n); math.Abs(c-rate) > 1e-9*rate {
 			t.Errorf("Capacity(Need(%v)) = %v", rate, c)
@@ -42,7 +51,7 @@ func TestMeasuredSizerHandWorked(t *testing.T) {
 // TestMeasuredSizerFlatSegment: a count that serves no more than the one
 // below never answers Need, which takes the lower count.
 func TestMeasuredSizerFlatSegment(t *testing.T) {
-	s, err := NewMeasuredSizer([]float64{100, 100, 300})
+	s, err := NewMeasuredSizer(consecutive(100, 100, 300))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +64,12 @@ func TestMeasuredSizerFlatSegment(t *testing.T) {
 }
 
 func TestNewMeasuredSizerErrors(t *testing.T) {
-	for _, caps := range [][]float64{nil, {0}, {0, 0}, {-1, 5}, {5, 4}, {math.NaN()}, {math.Inf(1)}} {
-		if _, err := NewMeasuredSizer(caps); err == nil {
-			t.Errorf("capacities %v accepted", caps)
+	for _, points := range [][]MeasuredCapacity{
+		nil, consecutive(0), consecutive(0, 0), consecutive(-1, 5), consecutive(5, 4), consecutive(math.NaN()), consecutive(math.Inf(1)),
+		{{GPUs: 0, Rate: 5}}, {{GPUs: 2, Rate: 5}, {GPUs: 2, Rate: 6}}, {{GPUs: 3, Rate: 5}, {GPUs: 2, Rate: 6}},
+	} {
+		if _, err := NewMeasuredSizer(points); err == nil {
+			t.Errorf("capacities %v accepted", points)
 		}
 	}
 }
