@@ -237,9 +237,16 @@ func (r *runner) build() (*report.Report, error) {
 		}
 	}
 	// Timings carry no GPU ID, so only the cluster-wide busy fraction is
-	// known: GPUBusy (per GPU) stays empty.
+	// known: GPUBusy (per GPU) stays empty. The cost is the workload's
+	// cluster's, as the simulator reports it, when the measured cluster is
+	// that one: a cluster of another size has prices the file does not
+	// give.
+	cost := 0.0
+	if r.o.GPUs == w.Cluster.GPUs {
+		cost = w.Cluster.CostPerHour()
+	}
 	return report.Build(&report.Measurement{
-		Workload: w.Source, Policy: r.o.Label, Seed: w.Seed, GPUs: r.o.GPUs,
+		Workload: w.Source, Policy: r.o.Label, Seed: w.Seed, GPUs: r.o.GPUs, CostPerHour: cost,
 		Seconds: (r.winEnd - r.winStart).Seconds(), // the window, or the part of it that ran
 		Models:  r.models, Faults: faults,
 		Series: series, Interval: r.o.Interval, End: r.winEnd, // after a stop, the series ends early

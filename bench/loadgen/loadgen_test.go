@@ -276,6 +276,26 @@ func TestBatchesAndBusy(t *testing.T) {
 	}
 }
 
+// TestCostPerHour: a live report carries the workload's cluster's price,
+// as the simulator's does, unless the measured cluster is another size.
+func TestCostPerHour(t *testing.T) {
+	w := newWorkload(0, 100*msec, model{"a", 50 * msec, 100})
+	w.Cluster.GPUTypes = []workload.GPUType{{Name: "v100", Count: 1, PricePerHour: 3.06}, {Name: "t4", Count: 1, PricePerHour: 0.5}}
+	f := &fake{behave: func(string, int) result { return result{latency: msec} }}
+	for _, c := range []struct {
+		gpus int
+		want float64
+	}{{0, 3.56}, {2, 3.56}, {3, 0}} {
+		rep, err := run(context.Background(), f.start, w, Options{GPUs: c.gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(rep.CostPerHour-c.want) > 1e-12 {
+			t.Errorf("%d GPUs measured: cost %v per hour, want %v", c.gpus, rep.CostPerHour, c.want)
+		}
+	}
+}
+
 func TestLateGeneratorCatchesUp(t *testing.T) {
 	w := newWorkload(0, 300*msec, model{"a", 50 * msec, 2000})
 	f := &fake{behave: func(string, int) result { return result{latency: msec} }}
