@@ -223,7 +223,7 @@ func runCloud(r *Run) error {
 	r.note("Reactive is target tracking on the sized need over 1 min, scaling in after 5 min of stabilization (the HPA default); vs_reactive_50 divides by its cost at a 50%% target, vs_reactive_tuned by the cheapest target that kept 99%% on the trace (tuned after the fact).")
 	r.note("MArk forecasts with Holt-Winters (period one day); with one day of history it runs as Holt's linear smoothing, since its seasonal terms start after two seasons. mark-seasonal-naive forecasts yesterday's rate at the same minute.")
 	r.note("mark-perfect-forecast is MArk given the trace's own rates as its forecast: a clairvoyant bound on what any forecaster gives this provisioning.")
-	r.note("clairvoyant-whole-gpus is no run: each minute, the fewest whole GPUs whose measured capacity serves the minute's rate, billed at the gpu.1x price, launched and released for free. A fleet of instances that boot pays more; only one that lets some minutes run over capacity (beyond the 1%% bad rate the capacities are measured at) may pay less.")
+	r.note("clairvoyant-whole-gpus is no run: each minute, the fewest whole GPUs whose capacity (measured, interpolated between the measured counts) serves the minute's rate, billed at the gpu.1x price, launched and released for free. A fleet of instances that boot pays more; only one that lets some minutes run over capacity (beyond the 1%% bad rate the capacities are measured at) may pay less.")
 	r.note("MArk's published savings are against SageMaker with its recommended over-provisioning, on AWS, with CPU and GPU types and Lambda; here every policy runs the same Symphony scheduler on the same GPU kind, so the savings come from provisioning alone.")
 	if r.OutDir == "" {
 		return nil

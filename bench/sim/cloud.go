@@ -204,12 +204,10 @@ func (h *heapTimes) Pop() any {
 // their GPUs from; none serves until an instance brings it. It returns the
 // report of the requests and the cloud's costs over time.
 func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *CloudResult, error) {
-	if err := w.Validate(); err != nil {
+	if err := CheckCloudWorkload(w); err != nil {
 		return nil, nil, err
 	}
 	switch {
-	case len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus || w.Pinned() || w.Concurrent():
-		return nil, nil, errors.New("sim: a cloud run takes neither faults, an epoch job, gpu_type pinning, concurrency nor the nexus policy: the cloud policy sizes one rank loop of one GPU kind, one batch at a time")
 	case c.Policy == nil || len(c.Types) == 0:
 		return nil, nil, errors.New("sim: a cloud run needs a policy and instance types")
 	case c.Policy.Tick() <= 0:
@@ -249,6 +247,20 @@ func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *Clo
 		return nil, nil, acct.err
 	}
 	return acct.build(), &job.res, nil
+}
+
+// CheckCloudWorkload reports why a cloud run refuses w: an invalid
+// workload, or one with faults, an epoch job, gpu_type pinning,
+// concurrency or the nexus policy, since a cloud policy sizes one rank loop
+// of one GPU kind, one batch at a time.
+func CheckCloudWorkload(w *workload.Workload) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	if len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus || w.Pinned() || w.Concurrent() {
+		return errors.New("sim: a cloud run takes neither faults, an epoch job, gpu_type pinning, concurrency nor the nexus policy: the cloud policy sizes one rank loop of one GPU kind, one batch at a time")
+	}
+	return nil
 }
 
 func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud) *cloudJob {

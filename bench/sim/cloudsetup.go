@@ -97,9 +97,6 @@ type CloudPolicyOptions struct {
 	// Forecaster is the mark policies' (nil: Holt-Winters with a one-day
 	// period, in steps of a minute).
 	Forecaster forecast.Forecaster
-	// Tune, when set, changes a mark policy's configuration before the
-	// policy is made.
-	Tune func(*cloudscale.PredictiveConfig)
 	// Sizer sizes the models for every policy (nil: WorkloadSizer, Eqs.
 	// 2-3; MeasureSizer measures it instead).
 	Sizer cloudscale.Sizer
@@ -111,7 +108,8 @@ type CloudPolicyOptions struct {
 // TARGET utilisation, default 0.7, over a minute, scaling in after 5
 // minutes), mark (MArk with spill-over), mark-nospill, and mark-spot (with
 // spot instances that lose 20% of their capacity an hour and on-demand
-// standbys). Every policy sizes w's models as their mix (WorkloadSizer).
+// standbys). Every policy sizes w's models as their mix, with o.Sizer
+// (MeasureSizer measures one) or else WorkloadSizer (Eqs. 2-3).
 func NewCloudPolicy(name string, w *workload.Workload, o CloudPolicyOptions) (p cloudscale.Policy, types []cloudscale.InstanceType, err error) {
 	var sz cloudscale.Sizer = o.Sizer
 	if sz == nil {
@@ -154,9 +152,6 @@ func NewCloudPolicy(name string, w *workload.Workload, o CloudPolicyOptions) (p 
 		cfg.Spill, cfg.ModelMemory = kind != "mark-nospill", mem
 		if kind == "mark-spot" {
 			cfg.Standby = 0
-		}
-		if o.Tune != nil {
-			o.Tune(&cfg)
 		}
 		p, err := cloudscale.NewPredictive(cfg)
 		return p, types, err

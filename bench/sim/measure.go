@@ -88,7 +88,8 @@ func (m SizerMeasurement) withDefaults() SizerMeasurement {
 }
 
 // steadyMix is w's mix at a total of 1 req/s, each model at its share of
-// the mean rate, on gpus GPUs, for the measurement's duration.
+// the mean rate, on gpus GPUs, for the measurement's duration: no faults,
+// no epoch job, one kind of GPU.
 func steadyMix(w *workload.Workload, m SizerMeasurement, gpus int) *workload.Workload {
 	end := w.Warmup + w.Duration
 	total := 0.0
@@ -98,6 +99,7 @@ func steadyMix(w *workload.Workload, m SizerMeasurement, gpus int) *workload.Wor
 	steady := *w
 	steady.Duration, steady.Warmup = m.Duration, m.Warmup
 	steady.Cluster = workload.Cluster{GPUs: gpus}
+	steady.Faults, steady.Epoch = nil, nil
 	steady.Models = make([]workload.Model, len(w.Models))
 	for i, md := range w.Models {
 		md.Rates = []workload.RatePhase{{Rate: md.MeanRate(0, end) / total}}
@@ -111,9 +113,14 @@ func steadyMix(w *workload.Workload, m SizerMeasurement, gpus int) *workload.Wor
 const maxMeasuredGPUs = 256
 
 // MeasurementFor is the measurement a cloud run of w sizes its fleet by:
-// every count up to a quarter more than Eqs. 2-3 give w's peak rate, plus
-// two, within w's pool of GPU slots; at a 1% bad rate.
+// MeasuredCounts up to a quarter more than Eqs. 2-3 give w's peak rate,
+// plus two, within w's pool of GPU slots (and maxMeasuredGPUs); at a 1%
+// bad rate. It refuses a workload a cloud run refuses (CheckCloudWorkload),
+// so that nothing is measured for a run that cannot start.
 func MeasurementFor(w *workload.Workload) (SizerMeasurement, error) {
+	if err := CheckCloudWorkload(w); err != nil {
+		return SizerMeasurement{}, err
+	}
 	analytic, err := WorkloadSizer(w)
 	if err != nil {
 		return SizerMeasurement{}, err

@@ -155,10 +155,16 @@ func runSimCloud(w *workload.Workload, name, forecastSpec string, measure, burst
 			return cli.UsageErr("--forecast: %v", err)
 		}
 	}
+	// The policy is made once before measuring, so that a wrong name or
+	// argument costs no measurement.
+	p, types, err := sim.NewCloudPolicy(name, w, o)
+	if err != nil {
+		return cli.UsageErr("--cloud: %v", err)
+	}
 	if measure {
 		m, err := sim.MeasurementFor(w)
 		if err != nil {
-			return cli.UsageErr("--cloud: %v", err)
+			return err
 		}
 		began := time.Now()
 		log.Info().Int("max_gpus", m.MaxGPUs).Msg("measuring what each GPU count serves of the mix (--sizer eqs skips this)")
@@ -173,10 +179,9 @@ func runSimCloud(w *workload.Workload, name, forecastSpec string, measure, burst
 		log.Info().Str("wall", time.Since(began).Round(time.Millisecond).String()).Int("counts", len(caps)).
 			Float64("one_gpu_rps", caps[0].Rate).Float64("max_gpus_rps", caps[len(caps)-1].Rate).Msg("capacity measured")
 		o.Sizer = s
-	}
-	p, types, err := sim.NewCloudPolicy(name, w, o)
-	if err != nil {
-		return cli.UsageErr("--cloud: %v", err)
+		if p, types, err = sim.NewCloudPolicy(name, w, o); err != nil {
+			return err
+		}
 	}
 	c := sim.Cloud{Types: types, Policy: p, SpillDepth: 100 * time.Millisecond}
 	if burst {

@@ -83,10 +83,12 @@ func TestSimCloud(t *testing.T) {
 }
 
 // TestSimCloudSizer: a cloud run measures what each GPU count serves
-// before it starts, and says so on stderr, unless --sizer eqs sizes by the
-// epoch job's equations instead.
+// before it starts, says so on stderr, and sizes its fleet by the
+// measurement, unless --sizer eqs sizes by the epoch job's equations; a
+// wrong policy costs no measurement.
 func TestSimCloudSizer(t *testing.T) {
 	w := cloudWorkloadFile(t)
+	cloudLine := map[bool]string{}
 	for _, c := range []struct {
 		args     []string
 		measures bool
@@ -100,5 +102,16 @@ func TestSimCloudSizer(t *testing.T) {
 		if got := strings.Contains(stderr, "capacity measured"); got != c.measures {
 			t.Errorf("%v: measured %v, want %v; stderr:\n%s", c.args, got, c.measures, stderr)
 		}
+		line := stdout[strings.Index(stdout, "cloud    "):]
+		if prev, ok := cloudLine[c.measures]; ok && prev != line {
+			t.Errorf("%v: the default and --sizer measured differ:\n%s\n%s", c.args, prev, line)
+		}
+		cloudLine[c.measures] = line
+	}
+	if cloudLine[true] == cloudLine[false] {
+		t.Errorf("the measured and the eqs sizer ran the same fleet:\n%s", cloudLine[true])
+	}
+	if _, _, stderr := runCLI(t, "sim", "-f", w, "--cloud", "elastic"); strings.Contains(stderr, "measuring") {
+		t.Errorf("an unknown policy was measured for first:\n%s", stderr)
 	}
 }

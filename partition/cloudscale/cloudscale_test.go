@@ -175,7 +175,7 @@ func TestReactiveScalesOutAtOnceAndInAfterStabilization(t *testing.T) {
 func TestPredictive(t *testing.T) {
 	f := &fixedForecast{f: flat(300, 60)}
 	cfg := DefaultPredictive([]InstanceType{one}, linearSizer{100}, f)
-	cfg.Headroom, cfg.Floor = 0, 0
+	cfg.Floor = 0
 	p, err := NewPredictive(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestPredictiveFloorAndStandby(t *testing.T) {
 	spot.Name, spot.Spot, spot.PricePerHour, spot.SpotWarning = "spot", true, 1, 2*time.Minute
 	f := &fixedForecast{f: flat(100, 60)}
 	cfg := DefaultPredictive([]InstanceType{one, spot}, linearSizer{100}, f)
-	cfg.Headroom, cfg.Standby = 0, 0
+	cfg.Standby = 0
 	p, err := NewPredictive(cfg)
 	if err != nil {
 		t.Fatal(err)
