@@ -300,7 +300,7 @@ func (m *ModelCore) Grant(now Time, g Grant) *ModelOutput {
 	ret := GPUReturn{Model: m.cfg.ID, GPU: g.GPU, FreeAt: MaxTime(now, g.FreeAt)}
 	if c := m.cand; c.Valid() {
 		at := c.ExecAt
-		if g.Backfill && c.Backfill {
+		if g.Backfill && c.Backfill || g.Early {
 			at = MaxTime(now.Add(m.cfg.Delays.Dispatch(c.BatchSize)), g.FreeAt)
 		}
 		ret.FreeAt, ret.Used = m.plan(now, g.GPU, c.BatchSize, at), true

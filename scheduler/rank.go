@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -25,6 +26,11 @@ type Grant struct {
 	// (Candidate.Backfill): the model starts its batch as soon as it can
 	// rather than at ExecAt.
 	Backfill bool
+	// Early says the grant comes before the candidate's ExecAt because
+	// another held batch could not start in time after it (the one-GPU
+	// collision rule, RankCore.collision): the model starts its batch as
+	// soon as it can, whatever Candidate.Backfill says.
+	Early bool
 }
 
 // RankConfig configures a RankCore.
@@ -140,7 +146,13 @@ type RankCore struct {
 	cut          Time
 	idleByCut    func(GPUID) bool
 	dueBeforeCut func(ModelID) bool
-	// Scratch for backfill: the models and GPUs it weighs, and their times.
+	// anyModel keeps every ID (collision collects all armed models), and
+	// byDeadline orders models by their candidates' deadlines (made once,
+	// so that collision never allocates).
+	anyModel   func(ModelID) bool
+	byDeadline func(a, b ModelID) int
+	// Scratch for backfill and collision: the models and GPUs they weigh,
+	// and their times.
 	bfModels []ModelID
 	bfGPUs   []GPUID
 	bfNeed   []Time
@@ -156,7 +168,7 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 	r.timers = idheap.New(cfg.Models, r.timerBefore)
 	r.early = idheap.New(cfg.Models, r.earlyBefore)
 	r.free = idheap.New(cfg.GPUs, r.freesBefore)
-	r.idleByCut, r.dueBeforeCut = r.idleBy, r.dueBefore
+	r.idleByCut, r.dueBeforeCut, r.anyModel, r.byDeadline = r.idleBy, r.dueBefore, anyModel, r.deadlineOrder
 	for i := range r.models {
 		r.models[i].readyAt = -1
 	}
@@ -201,6 +213,13 @@ func (r *RankCore) idleBy(g GPUID) bool { return r.gpus[g].freeAt <= r.cut }
 // dueBefore says model m's candidate timer fires before r.cut.
 func (r *RankCore) dueBefore(m ModelID) bool { return r.models[m].timerAt < r.cut }
 
+func anyModel(ModelID) bool { return true }
+
+// deadlineOrder orders models by their candidates' deadlines, ties by ID.
+func (r *RankCore) deadlineOrder(a, b ModelID) int {
+	return cmp.Or(cmp.Compare(r.models[a].cand.Deadline, r.models[b].cand.Deadline), cmp.Compare(a, b))
+}
+
 // freesBefore orders the free heap: the GPU that frees first, ties by ID.
 func (r *RankCore) freesBefore(a, b GPUID) bool {
 	fa, fb := r.gpus[a].freeAt, r.gpus[b].freeAt
@@ -231,7 +250,7 @@ func (r *RankCore) Clone() *RankCore {
 	c.timers = r.timers.Clone(c.timerBefore)
 	c.early = r.early.Clone(c.earlyBefore)
 	c.free = r.free.Clone(c.freesBefore)
-	c.idleByCut, c.dueBeforeCut = c.idleBy, c.dueBefore
+	c.idleByCut, c.dueBeforeCut, c.anyModel, c.byDeadline = c.idleBy, c.dueBefore, anyModel, c.deadlineOrder
 	return c
 }
 
@@ -350,6 +369,9 @@ func (r *RankCore) WakeAt() Time {
 	if len(r.ready) > 0 && r.free.Len() > 0 {
 		t = MinTime(t, r.gpus[r.free.Top()].freeAt.Add(-r.lead()))
 	}
+	if _, at := r.collision(); at < t {
+		t = at
+	}
 	return t
 }
 
@@ -417,7 +439,48 @@ func (r *RankCore) Tick(now Time) []Grant {
 		r.early.Pop()
 		r.backfill(now, m)
 	}
+	if m, at := r.collision(); at <= now {
+		r.timers.Remove(m)
+		r.early.Remove(m)
+		r.grant(m, r.free.Pop())
+		r.grants[len(r.grants)-1].Early = true
+	}
 	return r.grants
+}
+
+// collision is the one-GPU rule (scheduler/README.md, "Collisions on one
+// GPU"). Held batches wait for their own sched_at (ExecAt), which leaves
+// each only α of slack; on a rank loop of one GPU, two whose sched_ats
+// fall within one batch's run cannot both start in time, and the second
+// is dropped with the GPU idle before. So, with the GPU free, no
+// candidate ready and several armed, the held batches are laid out
+// backwards in earliest-deadline order (Jackson's rule: if any order fits
+// them, that one does): each starts at the earliest of its ExecAt, its
+// InvalidAfter and the next one's start less its own run. When the first
+// must then start before its ExecAt, collision returns it and when its
+// grant must leave (its start less its dispatch delay and the lead); the
+// grant is Early. Otherwise, or when the first cannot start in time
+// anyway, it returns Never: without a collision the layout is the
+// batches' own ExecAts, and the rule never moves a batch.
+func (r *RankCore) collision() (ModelID, Time) {
+	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.online != 1 || r.free.Len() != 1 || len(r.ready) > 0 || r.timers.Len() < 2 {
+		return 0, Never
+	}
+	ms := r.timers.AppendWhile(r.bfModels[:0], r.anyModel)
+	r.bfModels = ms
+	slices.SortFunc(ms, r.byDeadline)
+	start := Never
+	for i := len(ms) - 1; i >= 0; i-- {
+		c := &r.models[ms[i]].cand
+		run := c.Deadline.Sub(c.InvalidAfter)
+		start = MinTime(MinTime(c.ExecAt, c.InvalidAfter), start.Add(-run))
+	}
+	first := ms[0]
+	c := &r.models[first].cand
+	if start >= c.ExecAt || start < r.gpus[r.free.Top()].freeAt {
+		return 0, Never
+	}
+	return first, start.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
 }
 
 // backfill grants armed model m, whose candidate may backfill
