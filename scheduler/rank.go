@@ -147,10 +147,10 @@ type RankCore struct {
 	idleByCut    func(GPUID) bool
 	dueBeforeCut func(ModelID) bool
 	// anyModel keeps every ID (collision collects all armed models), and
-	// byDeadline orders models by their candidates' deadlines (made once,
-	// so that collision never allocates).
-	anyModel   func(ModelID) bool
-	byDeadline func(a, b ModelID) int
+	// byDue is dueOrder (both made once, so that collision never
+	// allocates).
+	anyModel func(ModelID) bool
+	byDue    func(a, b ModelID) int
 	// Scratch for backfill and collision: the models and GPUs they weigh,
 	// and their times.
 	bfModels []ModelID
@@ -168,7 +168,7 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 	r.timers = idheap.New(cfg.Models, r.timerBefore)
 	r.early = idheap.New(cfg.Models, r.earlyBefore)
 	r.free = idheap.New(cfg.GPUs, r.freesBefore)
-	r.idleByCut, r.dueBeforeCut, r.anyModel, r.byDeadline = r.idleBy, r.dueBefore, anyModel, r.deadlineOrder
+	r.idleByCut, r.dueBeforeCut, r.anyModel, r.byDue = r.idleBy, r.dueBefore, anyModel, r.dueOrder
 	for i := range r.models {
 		r.models[i].readyAt = -1
 	}
@@ -215,9 +215,14 @@ func (r *RankCore) dueBefore(m ModelID) bool { return r.models[m].timerAt < r.cu
 
 func anyModel(ModelID) bool { return true }
 
-// deadlineOrder orders models by their candidates' deadlines, ties by ID.
-func (r *RankCore) deadlineOrder(a, b ModelID) int {
-	return cmp.Or(cmp.Compare(r.models[a].cand.Deadline, r.models[b].cand.Deadline), cmp.Compare(a, b))
+// dueOrder orders models by when their held batches are due to end if
+// they start at their preferred starts (preferredStart plus the run),
+// ties by ID: the order collision lays them out in.
+func (r *RankCore) dueOrder(a, b ModelID) int {
+	ca, cb := &r.models[a].cand, &r.models[b].cand
+	da := preferredStart(ca).Add(ca.Deadline.Sub(ca.InvalidAfter))
+	db := preferredStart(cb).Add(cb.Deadline.Sub(cb.InvalidAfter))
+	return cmp.Or(cmp.Compare(da, db), cmp.Compare(a, b))
 }
 
 // freesBefore orders the free heap: the GPU that frees first, ties by ID.
@@ -250,7 +255,7 @@ func (r *RankCore) Clone() *RankCore {
 	c.timers = r.timers.Clone(c.timerBefore)
 	c.early = r.early.Clone(c.earlyBefore)
 	c.free = r.free.Clone(c.freesBefore)
-	c.idleByCut, c.dueBeforeCut, c.anyModel, c.byDeadline = c.idleBy, c.dueBefore, anyModel, c.deadlineOrder
+	c.idleByCut, c.dueBeforeCut, c.anyModel, c.byDue = c.idleBy, c.dueBefore, anyModel, c.dueOrder
 	return c
 }
 
@@ -450,38 +455,60 @@ func (r *RankCore) Tick(now Time) []Grant {
 
 // collision is the one-GPU rule (scheduler/README.md, "Collisions on one
 // GPU"). Held batches wait for their own sched_at (ExecAt), which leaves
-// each only α of slack; on a rank loop of one GPU, two whose sched_ats
-// fall within one batch's run cannot both start in time, and the second
-// is dropped with the GPU idle before. So, with the GPU free, no
-// candidate ready and several armed, the held batches are laid out
-// backwards in earliest-deadline order (Jackson's rule: if any order fits
-// them, that one does): each starts at the earliest of its ExecAt, its
-// InvalidAfter and the next one's start less its own run. When the first
-// must then start before its ExecAt, collision returns it and when its
-// grant must leave (its start less its dispatch delay and the lead); the
-// grant is Early. Otherwise, or when the first cannot start in time
-// anyway, it returns Never: without a collision the layout is the
-// batches' own ExecAts, and the rule never moves a batch.
+// each only α of slack; on a rank loop with one GPU online, two whose
+// sched_ats fall within one batch's run cannot both start in time, and the
+// second is dropped with the GPU idle before. So, with the GPU not
+// granted, no candidate ready and several armed, all at one priority
+// level, the held batches are laid out backwards: each starts at the
+// earliest of its preferred start (its ExecAt, or its InvalidAfter if that
+// is earlier) and the next one's start less its own run, in the order of
+// their preferred starts plus runs (Jackson's earliest-due-date rule: if
+// any order fits them, that one does).
+//
+// When the first must then start before its preferred start, collision
+// returns it and when its grant must leave: its start, or when the GPU
+// frees if that is later, less its dispatch delay and the lead. That time
+// may have passed (a late arrival made the collision); the first then
+// starts at once, which still leaves the later batches the most of their
+// time. The grant is Early. Otherwise it returns Never: where the batches
+// fit at their own preferred starts, the layout is those, and the rule
+// moves nothing. A later batch keeps its ExecAt, and so its slack, rather
+// than being laid out as late as its InvalidAfter: the first starts a
+// little earlier instead. Mixed priority levels are left to better(),
+// which serves the higher level first. The layout costs O(M log M) for M
+// armed models; WakeAt and Tick both run it, on one-GPU loops only, and
+// Tick acts whenever WakeAt's time has come, since both see one state.
 func (r *RankCore) collision() (ModelID, Time) {
 	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.online != 1 || r.free.Len() != 1 || len(r.ready) > 0 || r.timers.Len() < 2 {
 		return 0, Never
 	}
 	ms := r.timers.AppendWhile(r.bfModels[:0], r.anyModel)
 	r.bfModels = ms
-	slices.SortFunc(ms, r.byDeadline)
+	level := r.models[ms[0]].cand.Priority
+	for _, m := range ms {
+		if r.models[m].cand.Priority != level {
+			return 0, Never
+		}
+	}
+	slices.SortFunc(ms, r.byDue)
 	start := Never
 	for i := len(ms) - 1; i >= 0; i-- {
 		c := &r.models[ms[i]].cand
-		run := c.Deadline.Sub(c.InvalidAfter)
-		start = MinTime(MinTime(c.ExecAt, c.InvalidAfter), start.Add(-run))
+		start = MinTime(preferredStart(c), start.Add(-c.Deadline.Sub(c.InvalidAfter)))
 	}
 	first := ms[0]
 	c := &r.models[first].cand
-	if start >= c.ExecAt || start < r.gpus[r.free.Top()].freeAt {
+	// A GPU that frees after the start takes the first when it frees.
+	start = MaxTime(start, r.gpus[r.free.Top()].freeAt)
+	if start >= preferredStart(c) {
 		return 0, Never
 	}
 	return first, start.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
 }
+
+// preferredStart is when a held batch would start by itself: at its
+// ExecAt, or at its InvalidAfter if that comes first.
+func preferredStart(c *Candidate) Time { return MinTime(c.ExecAt, c.InvalidAfter) }
 
 // backfill grants armed model m, whose candidate may backfill
 // (Candidate.Backfill), the earliest-free GPU now, before the candidate's
