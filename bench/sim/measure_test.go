@@ -30,9 +30,7 @@ func TestMeasureSizer(t *testing.T) {
 	if !reflect.DeepEqual(caps, again.Capacities()) {
 		t.Fatalf("two measurements differ: %v and %v", caps, again.Capacities())
 	}
-	var counts []int
 	for _, c := range caps {
-		counts = append(counts, c.GPUs)
 		rep, err := Run(steadyMix(w, m, c.GPUs).Scaled(1.1*c.Rate), Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -40,9 +38,6 @@ func TestMeasureSizer(t *testing.T) {
 		if st := (report.SearchOptions{TargetBadRate: 0.01}).Judge(rep); st.OK {
 			t.Errorf("%d GPUs serve 1.1x their measured %.1f req/s within the target: %+v", c.GPUs, c.Rate, st)
 		}
-	}
-	if !reflect.DeepEqual(counts, MeasuredCounts(11)) {
-		t.Errorf("measured counts %v, want %v", counts, MeasuredCounts(11))
 	}
 	analytic := cloudSizer(t, w)
 	if a := analytic.Capacity(1); !(caps[0].Rate < a) {
