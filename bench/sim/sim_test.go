@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -316,7 +317,7 @@ func TestProvisionExportsServe(t *testing.T) {
 		if err := provision.WriteWorkload(&buf, af.App, p, provision.ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		rented := provision.Pack(af.App, p).GPUCostPerHour
+		rented := provision.Pack(af.App, p).CostPerHour
 		for seed := uint64(1); seed <= 3; seed++ {
 			w, err := workload.Parse(buf.Bytes(), filepath.Base(path))
 			if err != nil {
@@ -347,6 +348,7 @@ func TestProvisionExportsServe(t *testing.T) {
 func TestRandomExportsServe(t *testing.T) {
 	c := provision.DefaultRandom()
 	served, exported := 0, 0
+	var bad []string
 	for i := range 98 {
 		app := c.Random(1, i)
 		p, err := provision.Solve(app, provision.Default())
@@ -355,7 +357,7 @@ func TestRandomExportsServe(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		if err := provision.WriteWorkload(&buf, app, p, provision.ExportOptions{}); err != nil {
-			continue // no GPU module
+			t.Fatalf("random app %d: %v", i, err) // CPU-only applications export too
 		}
 		w, err := workload.Parse(buf.Bytes(), "random.yaml")
 		if err != nil {
@@ -368,10 +370,12 @@ func TestRandomExportsServe(t *testing.T) {
 		exported++
 		if rep.BadRate <= 0.01 {
 			served++
+		} else {
+			bad = append(bad, fmt.Sprintf("%d (%.2f%%)", i, 100*rep.BadRate))
 		}
 	}
-	if exported < 90 || served < exported-8 {
+	if exported < 95 || served < exported-8 {
 		t.Errorf("%d of %d random exports serve within 1%% bad; want all but at most 8", served, exported)
 	}
-	t.Logf("%d of %d random exports serve within 1%% bad", served, exported)
+	t.Logf("%d of %d random exports serve within 1%% bad; the others: %s", served, exported, strings.Join(bad, ", "))
 }

@@ -3,6 +3,7 @@ package workload_test
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,11 @@ import (
 )
 
 // TestWriteWorkload: the exported workload parses with the workload
-// parser; each GPU module becomes one model per hardware kind and
-// concurrency it runs on, whose SLO is its budget, whose rates add up to
-// the module's real rate, pinned to its hardware; and the cluster rents the
-// GPU instances of the provision's packing, no more and no fewer.
+// parser; each module, CPU modules too, becomes one model per hardware kind
+// and concurrency it runs on, whose SLO is its budget, whose rates add up
+// to the module's real rate, pinned to its hardware (a CPU module's model
+// runs batches of 1 only); and the cluster rents the instances of the
+// provision's packing, no more and no fewer, at the packing's cost.
 func TestWriteWorkload(t *testing.T) {
 	for _, app := range []string{"traffic", "detect-classify", "harpagon-m3"} {
 		af, p, w := exportApp(t, app, provision.ExportOptions{})
@@ -48,14 +50,11 @@ func TestWriteWorkload(t *testing.T) {
 			if !served {
 				t.Errorf("%s: model %s on %s at concurrency %d, where no configuration of %s runs", app, m.Name, m.GPUType, m.Concurrency, module)
 			}
-		}
-		for i, mp := range p.Modules {
-			if af.App.Modules[i].Kind == provision.CPU {
-				if _, ok := rate[mp.Name]; ok {
-					t.Errorf("%s: CPU module %s exported as a model", app, mp.Name)
-				}
-				continue
+			if kind := af.App.Modules[slices.IndexFunc(af.App.Modules, func(md provision.Module) bool { return md.Name == module })].Kind; kind == provision.CPU && m.Profile.MaxBatch() != 1 {
+				t.Errorf("%s: CPU module %s exported with batches up to %d", app, m.Name, m.Profile.MaxBatch())
 			}
+		}
+		for _, mp := range p.Modules {
 			if math.Abs(rate[mp.Name]-mp.Rate) > 1e-9*mp.Rate {
 				t.Errorf("%s: module %s: exported rates add up to %v, its rate is %v", app, mp.Name, rate[mp.Name], mp.Rate)
 			}
@@ -66,8 +65,8 @@ func TestWriteWorkload(t *testing.T) {
 				t.Errorf("%s: %d %s in the cluster, the packing rents %d", app, g.Count, g.Name, n)
 			}
 		}
-		if got := w.Cluster.CostPerHour(); math.Abs(got-pk.GPUCostPerHour) > 1e-9 {
-			t.Errorf("%s: the cluster costs %v per hour, the packing's GPU instances %v", app, got, pk.GPUCostPerHour)
+		if got := w.Cluster.CostPerHour(); math.Abs(got-pk.CostPerHour) > 1e-9 {
+			t.Errorf("%s: the cluster costs %v per hour, the packing %v", app, got, pk.CostPerHour)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func TestProvisionTextCompareAndWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w.Models) != 3 { // the CPU decoder is left out
+	if len(w.Models) != 4 { // the CPU decoder too
 		t.Fatalf("%d models in the exported workload", len(w.Models))
 	}
 	got := provisionCLI(t, "-f", trafficApp, "--json", "--compare")

@@ -3,7 +3,6 @@ package provision
 import (
 	"bufio"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -44,16 +43,18 @@ type exportModel struct {
 
 // WriteWorkload writes p as a Symphony workload file
 // (docs/workload-format.md, "Workload file") that the simulator serves as
-// the provision runs. Each GPU module's configurations on one hardware kind
-// at one concurrency become one model: its SLO is the module's budget, its
+// the provision runs. Each module's configurations on one hardware kind at
+// one concurrency become one model: its SLO is the module's budget, its
 // rate the configurations' real rate (dummies left out: Symphony's
 // scheduler batches what arrives), its profile the module's points there
 // as a table up to the plan's largest batch (stepProfile), its gpu_type the
 // hardware and its concurrency the configurations'. A module on one such group keeps its name; otherwise each
 // group is named module.hardware (and .cN when one hardware has several
-// concurrencies). The cluster rents the instances Pack packs the provision
-// onto, with their prices; CPU modules are left out (Symphony's scheduler
-// batches GPU models), and a comment names their instances.
+// concurrencies). A CPU module's model is no different: its profile is
+// one batch of 1, so the scheduler dispatches each request alone, up to
+// the concurrency at once, on the CPU machines it names as a gpu_type.
+// The cluster rents every instance Pack packs the provision onto, at its
+// price, so that the simulator bills what the plan rents.
 func WriteWorkload(w io.Writer, app *App, p *Provision, o ExportOptions) error {
 	switch o.Arrival {
 	case "":
@@ -67,13 +68,8 @@ func WriteWorkload(w io.Writer, app *App, p *Provision, o ExportOptions) error {
 	}
 	pk := Pack(app, p)
 	var models []exportModel
-	var cpu []string
 	for i, mp := range p.Modules {
 		mod := app.Modules[i]
-		if mod.Kind == CPU {
-			cpu = append(cpu, mod.Name)
-			continue
-		}
 		first := len(models)
 		for ci, c := range mp.Configs {
 			at := slices.IndexFunc(models[first:], func(m exportModel) bool { return m.hw == c.Hardware && m.concurrency == c.Concurrency })
@@ -118,29 +114,17 @@ func WriteWorkload(w io.Writer, app *App, p *Provision, o ExportOptions) error {
 			}
 		}
 	}
-	if len(models) == 0 {
-		return errors.New("provision: the application has no GPU module to serve as a Symphony model")
-	}
-	machines := 0
-	for _, in := range pk.Instances {
-		if in.Kind == GPU {
-			machines++
-		}
-	}
-	if machines > maxWorkloadGPUs {
-		return fmt.Errorf("provision: the provision uses %d GPU machines, more than the %d a workload file's cluster may have", machines, maxWorkloadGPUs)
+	if machines := len(pk.Instances); machines > maxWorkloadGPUs {
+		return fmt.Errorf("provision: the provision uses %d machines, more than the %d a workload file's cluster may have", machines, maxWorkloadGPUs)
 	}
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# Symphony workload exported by `symphony provision` (planner %s): each model is a module's\n", p.Planner)
 	fmt.Fprintf(bw, "# configurations on one hardware kind at one concurrency; its SLO is the module's latency\n")
-	fmt.Fprintf(bw, "# budget within the end-to-end SLO of %v, its profile a linear upper bound of the module's\n", p.SLO)
-	fmt.Fprintf(bw, "# points there. Arrivals are %s.\n", map[string]string{"const": "steady, as the planners' d + b/w assumes", "poisson": "Poisson"}[o.Arrival])
+	fmt.Fprintf(bw, "# budget within the end-to-end SLO of %v, its profile the module's points there as a\n", p.SLO)
+	fmt.Fprintf(bw, "# table up to the plan's batch. Arrivals are %s.\n", map[string]string{"const": "steady, as the planners' d + b/w assumes", "poisson": "Poisson"}[o.Arrival])
 	fmt.Fprintf(bw, "# The provision costs %s per hour with partial machines charged by occupancy; packed onto\n", strconv.FormatFloat(p.CostPerHour, 'f', 4, 64))
-	fmt.Fprintf(bw, "# whole instances (best fit) it rents these for %s per hour", strconv.FormatFloat(pk.CostPerHour, 'f', 4, 64))
-	if len(cpu) > 0 {
-		fmt.Fprintf(bw, ", of which the GPU instances below\n# cost %s; CPU modules left out: %v", strconv.FormatFloat(pk.GPUCostPerHour, 'f', 4, 64), cpu)
-	}
-	bw.WriteString(".\n# Instances:\n")
+	fmt.Fprintf(bw, "# whole instances (best fit) it rents these for %s per hour (a CPU\n", strconv.FormatFloat(pk.CostPerHour, 'f', 4, 64))
+	bw.WriteString("# machine is a gpu_type too, whose models run batches of 1). Instances:\n")
 	for _, in := range pk.Instances {
 		fmt.Fprintf(bw, "#   %s:", in.Hardware)
 		for _, sh := range in.Shares {
@@ -152,7 +136,7 @@ func WriteWorkload(w io.Writer, app *App, p *Provision, o ExportOptions) error {
 	for _, h := range app.Hardware {
 		n := 0
 		for _, in := range pk.Instances {
-			if in.Hardware == h.Name && in.Kind == GPU {
+			if in.Hardware == h.Name {
 				n++
 			}
 		}

@@ -14,9 +14,8 @@ import (
 // packing's is what the cloud bills.
 type Packing struct {
 	Instances []PackedInstance
-	// CostPerHour is the instances' price; GPUCostPerHour its GPU part.
-	CostPerHour    float64
-	GPUCostPerHour float64
+	// CostPerHour is the instances' price.
+	CostPerHour float64
 }
 
 // PackedInstance is one rented instance and what runs on it.
@@ -94,9 +93,6 @@ func Pack(app *App, p *Provision) Packing {
 	}
 	for _, in := range pk.Instances {
 		pk.CostPerHour += price[in.Hardware]
-		if in.Kind == GPU {
-			pk.GPUCostPerHour += price[in.Hardware]
-		}
 	}
 	return pk
 }

@@ -129,8 +129,8 @@ func TestPackScroogeExample(t *testing.T) {
 	if x, y := pk.Count("X"), pk.Count("Y"); x != 1 || y != 2 {
 		t.Fatalf("packed %d X and %d Y: %+v", x, y, pk.Instances)
 	}
-	if pk.CostPerHour != 8 || pk.GPUCostPerHour != 8 {
-		t.Errorf("packed cost %v (GPU %v), want 8 per hour", pk.CostPerHour, pk.GPUCostPerHour)
+	if pk.CostPerHour != 8 {
+		t.Errorf("packed cost %v, want 8 per hour", pk.CostPerHour)
 	}
 	shared := 0
 	for _, in := range pk.Instances {
