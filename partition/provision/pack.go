@@ -18,7 +18,10 @@ type Packing struct {
 	CostPerHour float64
 }
 
-// PackedInstance is one rented instance and what runs on it.
+// PackedInstance is one rented instance and what runs on it. Its Kind is
+// GPU when any of its shares is a GPU module's, CPU when all are CPU
+// modules': partial machines of one hardware kind share instances whatever
+// their modules' kinds.
 type PackedInstance struct {
 	Hardware string
 	Kind     Kind
@@ -84,9 +87,12 @@ func Pack(app *App, p *Provision) Packing {
 			fracs[i] = p.share.Fraction
 		}
 		for _, bin := range PackFractions(fracs) {
-			in := PackedInstance{Hardware: hw, Kind: ps[bin[0]].kind}
+			in := PackedInstance{Hardware: hw, Kind: CPU}
 			for _, i := range bin {
 				in.Shares = append(in.Shares, ps[i].share)
+				if ps[i].kind == GPU {
+					in.Kind = GPU // a machine that runs a GPU module's batches needs its GPU
+				}
 			}
 			pk.Instances = append(pk.Instances, in)
 		}

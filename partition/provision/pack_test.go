@@ -145,3 +145,26 @@ func TestPackScroogeExample(t *testing.T) {
 		t.Errorf("packed cost %v below the fractional %v", pk.CostPerHour, p.CostPerHour)
 	}
 }
+
+// TestPackMixedKinds: a CPU module's and a GPU module's partial machines of
+// one hardware kind share an instance, which is a GPU instance although
+// the larger CPU share is packed first; CPU partials alone make a CPU
+// instance.
+func TestPackMixedKinds(t *testing.T) {
+	app := &App{Hardware: []Hardware{{Name: "h", PricePerHour: 2}}, Modules: []Module{{Name: "dec", Kind: CPU}, {Name: "det", Kind: GPU}, {Name: "enc", Kind: CPU}}}
+	p := &Provision{Modules: []ModuleProvision{
+		{Name: "dec", Kind: CPU, Configs: []ConfigProvision{{Hardware: "h", Machines: 0.5}}},
+		{Name: "det", Kind: GPU, Configs: []ConfigProvision{{Hardware: "h", Machines: 0.3}}},
+		{Name: "enc", Kind: CPU, Configs: []ConfigProvision{{Hardware: "h", Machines: 0.9}}},
+	}}
+	pk := Pack(app, p)
+	if len(pk.Instances) != 2 || pk.CostPerHour != 4 {
+		t.Fatalf("packed %+v at %v per hour, want 2 instances at 4", pk.Instances, pk.CostPerHour)
+	}
+	for _, in := range pk.Instances {
+		gpu := slices.ContainsFunc(in.Shares, func(sh PackedShare) bool { return sh.Module == "det" })
+		if want := map[bool]Kind{true: GPU, false: CPU}[gpu]; in.Kind != want {
+			t.Errorf("instance %+v is %v, want %v", in.Shares, in.Kind, want)
+		}
+	}
+}
