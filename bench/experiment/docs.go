@@ -23,7 +23,7 @@ import (
 // test can hold docs/benchmarks.md to the recordings that
 // `make check-experiments` holds to the code: the numbers in the docs are
 // the numbers the code gives today.
-var blockStart = regexp.MustCompile(`(?m)^<!-- experiment ([a-z0-9]+) (quick|full)(?:: ([a-z0-9_,]+))?(?: where ([a-z0-9_]+)=([^ ]+))? -->\n`)
+var blockStart = regexp.MustCompile(`(?m)^<!-- experiment ([a-z0-9-]+) (quick|full)(?:: ([a-z0-9_,]+))?(?: where ([a-z0-9_]+)=([^ ]+))? -->\n`)
 
 const blockEnd = "<!-- end experiment -->"
 
@@ -40,11 +40,23 @@ type QuotedBlock struct {
 	Start, End int
 }
 
+// anyBlockStart is what every block start begins with: a line that does
+// but that blockStart does not match is a block the test would skip.
+var anyBlockStart = regexp.MustCompile(`(?m)^<!-- experiment .*$`)
+
 // QuotedBlocks returns the document's blocks in order, or an error for a
-// block without its end marker.
+// block without its end marker or a block start it cannot read.
 func QuotedBlocks(doc []byte) ([]QuotedBlock, error) {
 	var out []QuotedBlock
-	for _, m := range blockStart.FindAllSubmatchIndex(doc, -1) {
+	starts := blockStart.FindAllSubmatchIndex(doc, -1)
+	if all := anyBlockStart.FindAllIndex(doc, -1); len(all) != len(starts) {
+		for _, a := range all {
+			if !slices.ContainsFunc(starts, func(m []int) bool { return m[0] == a[0] }) {
+				return nil, fmt.Errorf("unreadable block start at byte %d: %q", a[0], doc[a[0]:a[1]])
+			}
+		}
+	}
+	for _, m := range starts {
 		b := QuotedBlock{Experiment: string(doc[m[2]:m[3]]), Quick: string(doc[m[4]:m[5]]) == "quick", Start: m[1]}
 		if m[6] >= 0 {
 			b.Columns = strings.Split(string(doc[m[6]:m[7]]), ",")

@@ -109,6 +109,7 @@ func All() []*Experiment {
 		table4Experiment(), fig4Experiment(), fig6Experiment(), fig7Experiment(),
 		fig8Experiment(), fig9Experiment(), fig10Experiment(), fig11Experiment(),
 		fig13Experiment(), fig14Experiment(), fig15Experiment(), cloudExperiment(), replanExperiment(),
+		replanPipelineExperiment(),
 	}
 }
 

@@ -15,9 +15,10 @@ import (
 
 // TestNamesAreThePapersEvaluations: `symphony experiment list` offers every
 // evaluation issue 19 names, in the paper's order, then issue 20's cloud
-// comparison, and each has a title and a citation of its paper.
+// comparison and re-planning runs, and each has a title and a citation of
+// its paper.
 func TestNamesAreThePapersEvaluations(t *testing.T) {
-	want := []string{"table4", "fig4", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "fig13", "fig14", "fig15", "cloud", "replan"}
+	want := []string{"table4", "fig4", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "fig13", "fig14", "fig15", "cloud", "replan", "replan-pipeline"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
@@ -237,6 +238,12 @@ func TestRenderBlock(t *testing.T) {
 	doc := []byte("x\n<!-- experiment fig7 full: a,b where c=d -->\nold\n<!-- end experiment -->\n<!-- experiment fig4 quick -->\nnope\n")
 	if _, err := QuotedBlocks(doc); err == nil {
 		t.Error("a block without its end marker was accepted")
+	}
+	if _, err := QuotedBlocks([]byte("<!-- experiment Fig7 full -->\nold\n<!-- end experiment -->\n")); err == nil {
+		t.Error("an unreadable block start was skipped")
+	}
+	if b, err := QuotedBlocks([]byte("<!-- experiment replan-pipeline full -->\nold\n<!-- end experiment -->\n")); err != nil || len(b) != 1 || b[0].Experiment != "replan-pipeline" {
+		t.Errorf("a hyphenated name: %+v, %v", b, err)
 	}
 	blocks, err := QuotedBlocks(doc[:strings.Index(string(doc), "<!-- experiment fig4")])
 	if err != nil || len(blocks) != 1 || blocks[0].Experiment != "fig7" || blocks[0].Quick || !slices.Equal(blocks[0].Columns, []string{"a", "b"}) ||

@@ -66,9 +66,11 @@ type CloudResult struct {
 	BurstGood uint64 `json:"burst_good"`
 	BurstFull uint64 `json:"burst_full"`
 	// GPUHours is the billed GPU time; PeakGPUs the most GPUs billed at
-	// once.
-	GPUHours float64 `json:"gpu_hours"`
-	PeakGPUs int     `json:"peak_gpus"`
+	// once. CPUMachineHours is the billed time of CPU machines (instance
+	// types of no GPUs, which serve a pipeline's CPU modules).
+	GPUHours        float64 `json:"gpu_hours"`
+	PeakGPUs        int     `json:"peak_gpus"`
+	CPUMachineHours float64 `json:"cpu_machine_hours,omitempty"`
 	// Launches, Releases and Interruptions count instances; Refused counts
 	// launches the pool of GPU slots had no room for.
 	Launches      int           `json:"launches"`
@@ -82,10 +84,12 @@ type CloudResult struct {
 type CloudSample struct {
 	Start time.Duration `json:"start_ns"`
 	// Cost is what was billed for the step (instance time, burst
-	// requests); GPUsReady and GPUsBilled are time averages.
-	Cost       float64 `json:"cost"`
-	GPUsReady  float64 `json:"gpus_ready"`
-	GPUsBilled float64 `json:"gpus_billed"`
+	// requests); GPUsReady, GPUsBilled and CPUMachinesBilled are time
+	// averages.
+	Cost              float64 `json:"cost"`
+	GPUsReady         float64 `json:"gpus_ready"`
+	GPUsBilled        float64 `json:"gpus_billed"`
+	CPUMachinesBilled float64 `json:"cpu_machines_billed,omitempty"`
 	// Offered, Good and Spilled count requests by arrival in the step.
 	Offered uint64 `json:"offered"`
 	Good    uint64 `json:"good"`
@@ -104,7 +108,7 @@ func (s CloudSample) Attainment() float64 {
 // cloudInstance is one instance of the simulated cloud.
 type cloudInstance struct {
 	cloudscale.Instance
-	gpus       []scheduler.GPUID
+	gpus       []scheduler.GPUID // the device slots it holds (a CPU machine: one)
 	ready      bool
 	released   bool
 	drained    bool
@@ -155,11 +159,15 @@ type cloudJob struct {
 	events cloudEvents
 	seq    uint64
 
-	insts    []*cloudInstance
-	freeGPUs []scheduler.GPUID // slots not held by an instance, lowest last
-	gpuInst  []int             // the instance holding each slot, -1 none
-	lastEnd  []scheduler.Time  // each slot's last batch end
-	drainFor time.Duration     // a batch planned now ends within it
+	insts []*cloudInstance
+	// free holds, by rank loop, the device slots not held by an
+	// instance, lowest last; typePart is each type's rank loop: the one of
+	// its Hardware's gpu_type, where models are pinned, else the only one.
+	free     [][]scheduler.GPUID
+	typePart []int
+	gpuInst  []int            // the instance holding each slot, -1 none
+	lastEnd  []scheduler.Time // each slot's last batch end
+	drainFor time.Duration    // a batch planned now ends within it
 
 	admission cloudscale.Admission
 	burst     burstState
@@ -177,6 +185,7 @@ type cloudJob struct {
 	res       CloudResult
 	readyGPUs int
 	billGPUs  int
+	billCPUs  int            // CPU machines billed
 	lastT     scheduler.Time // GPU-count integrals are up to here
 	end       scheduler.Time
 }
@@ -200,18 +209,23 @@ func (h *heapTimes) Pop() any {
 }
 
 // RunCloud simulates the workload on a cloud whose fleet the policy
-// decides. The workload's cluster is the pool of GPU slots instances take
-// their GPUs from; none serves until an instance brings it. It returns the
-// report of the requests and the cloud's costs over time.
+// decides. The workload's cluster is the pool of device slots instances
+// take theirs from; none serves until an instance brings it. Where the
+// models are pinned to gpu_types, each gpu_type is a pool of its own, with
+// its rank loop, and an instance type takes slots of the kind it names: a
+// pipeline's CPU decoder runs on CPU machines, its detector on GPUs
+// (cloudParts). It returns the report of the requests and the cloud's
+// costs over time.
 func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *CloudResult, error) {
-	if err := CheckCloudWorkload(w); err != nil {
-		return nil, nil, err
-	}
 	switch {
 	case c.Policy == nil || len(c.Types) == 0:
 		return nil, nil, errors.New("sim: a cloud run needs a policy and instance types")
 	case c.Policy.Tick() <= 0:
 		return nil, nil, fmt.Errorf("sim: cloud policy %s ticks every %v", c.Policy.Name(), c.Policy.Tick())
+	}
+	parts, err := cloudParts(w, c.Types)
+	if err != nil {
+		return nil, nil, err
 	}
 	if v, ok := c.Policy.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
@@ -234,7 +248,7 @@ func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *Clo
 	if err != nil {
 		return nil, nil, err
 	}
-	job := newCloudJob(w, eng, c)
+	job := newCloudJob(w, eng, c, parts)
 	eng.cloud = job
 	if err := job.start(); err != nil {
 		return nil, nil, err
@@ -249,30 +263,102 @@ func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *Clo
 	return acct.build(), &job.res, nil
 }
 
-// CheckCloudWorkload reports why a cloud run refuses w: an invalid
+// CheckCloudWorkload reports why a cloud policy that sizes one mix of
+// models (static, reactive, the mark policies) refuses w: an invalid
 // workload, or one with faults, an epoch job, gpu_type pinning,
-// concurrency or the nexus policy, since a cloud policy sizes one rank loop
-// of one GPU kind, one batch at a time.
+// concurrency or the nexus policy, since such a policy sizes one rank loop
+// of one GPU kind, one batch at a time. RunCloud itself also takes pinned
+// workloads, whose instance types name their hardware (cloudParts).
 func CheckCloudWorkload(w *workload.Workload) error {
-	if err := w.Validate(); err != nil {
+	if err := checkCloudBasics(w); err != nil {
 		return err
 	}
-	if len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus || w.Pinned() || w.Concurrent() {
-		return errors.New("sim: a cloud run takes neither faults, an epoch job, gpu_type pinning, concurrency nor the nexus policy: the cloud policy sizes one rank loop of one GPU kind, one batch at a time")
+	if w.Pinned() || w.Concurrent() {
+		return errors.New("sim: a cloud policy that sizes one mix of models takes neither gpu_type pinning nor concurrency: it sizes one rank loop of one GPU kind, one batch at a time")
 	}
 	return nil
 }
 
-func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud) *cloudJob {
+// checkCloudBasics refuses what no cloud run takes: an invalid workload,
+// faults (the cloud's own interruptions take their place), an epoch job
+// (the policy sizes the fleet) and the nexus policy.
+func checkCloudBasics(w *workload.Workload) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	if len(w.Faults) > 0 || w.Epoch != nil || w.Policy == scheduler.PolicyNexus {
+		return errors.New("sim: a cloud run takes neither faults, an epoch job nor the nexus policy")
+	}
+	return nil
+}
+
+// cloudParts checks that the types can serve w and returns each type's
+// rank loop. Where w's models are pinned to gpu_types (an export of
+// `symphony provision`), each type names the gpu_type whose slots its
+// devices take, and a CPU machine's models run batches of 1 at a
+// concurrency within its CPUs. Otherwise every type is of GPUs of the
+// cluster's one kind, which no type names, and no model runs concurrently.
+func cloudParts(w *workload.Workload, types []cloudscale.InstanceType) ([]int, error) {
+	if err := checkCloudBasics(w); err != nil {
+		return nil, err
+	}
+	parts := make([]int, len(types))
+	for i, t := range types {
+		if err := t.Validate(); err != nil {
+			return nil, err
+		}
+		if !w.Pinned() {
+			if t.Hardware != "" || t.GPUs == 0 {
+				return nil, fmt.Errorf("sim: instance type %q names hardware %q or is a CPU machine, but no model of the workload is pinned to a gpu_type", t.Name, t.Hardware)
+			}
+			continue
+		}
+		parts[i] = slices.IndexFunc(w.Cluster.GPUTypes, func(g workload.GPUType) bool { return g.Name == t.Hardware })
+		if t.Hardware == "" {
+			return nil, fmt.Errorf("sim: instance type %q names no hardware, but the workload's models are pinned to gpu_types: name the one its devices serve", t.Name)
+		}
+		if parts[i] < 0 {
+			return nil, fmt.Errorf("sim: instance type %q brings hardware %q, which is no gpu_type of the cluster", t.Name, t.Hardware)
+		}
+		for k := range w.Models {
+			m := &w.Models[k]
+			if t.GPUs > 0 || m.GPUType != t.Hardware {
+				continue
+			}
+			if m.Profile.MaxBatch() != 1 || m.Concurrency > t.CPUs {
+				return nil, fmt.Errorf("sim: model %q runs on CPU machine %q with batches up to %d at concurrency %d; a CPU machine runs batches of 1, at most one on each of its %d CPUs", m.Name, t.Name, m.Profile.MaxBatch(), m.Concurrency, t.CPUs)
+			}
+		}
+	}
+	if !w.Pinned() && w.Concurrent() {
+		return nil, errors.New("sim: a cloud run of models not pinned to gpu_types takes no concurrency")
+	}
+	return parts, nil
+}
+
+func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud, typePart []int) *cloudJob {
 	n := w.Cluster.GPUs
 	j := &cloudJob{
 		e: e, w: w, c: c,
 		rng:     rand.New(rand.NewPCG(w.Seed, 0x5e0c10d)),
 		gpuInst: make([]int, n), lastEnd: make([]scheduler.Time, n),
-		end: scheduler.Time(w.Warmup + w.Duration),
+		end:      scheduler.Time(w.Warmup + w.Duration),
+		typePart: typePart,
 	}
+	// Slots are numbered by gpu_type, in the cluster's order (a pinned
+	// workload's rank loops).
+	partOf := make([]int, n)
+	if w.Pinned() {
+		for part, gt := range w.Cluster.GPUTypes {
+			first, count := w.Cluster.GPUsOfType(gt.Name)
+			for g := first; g < first+count; g++ {
+				partOf[g] = part
+			}
+		}
+	}
+	j.free = make([][]scheduler.GPUID, len(e.ranks))
 	for g := n - 1; g >= 0; g-- {
-		j.freeGPUs = append(j.freeGPUs, scheduler.GPUID(g))
+		j.free[partOf[g]] = append(j.free[partOf[g]], scheduler.GPUID(g))
 		j.gpuInst[g] = -1
 		j.lastEnd[g] = scheduler.Past
 	}
@@ -378,6 +464,7 @@ func (j *cloudJob) advance(now scheduler.Time) {
 		s := &j.res.Series[i]
 		s.GPUsReady += float64(j.readyGPUs) * frac
 		s.GPUsBilled += float64(j.billGPUs) * frac
+		s.CPUMachinesBilled += float64(j.billCPUs) * frac
 		t = to
 	}
 	j.lastT = scheduler.MaxTime(j.lastT, now)
@@ -437,7 +524,8 @@ func (j *cloudJob) tick(now scheduler.Time) error {
 // launch starts an instance of typ; prewarmed ones serve at once.
 func (j *cloudJob) launch(now scheduler.Time, typ int, prewarmed bool) {
 	t := j.c.Types[typ]
-	if len(j.freeGPUs) < t.GPUs {
+	part := j.typePart[typ]
+	if len(j.free[part]) < t.Devices() {
 		j.res.Refused++
 		return
 	}
@@ -451,14 +539,19 @@ func (j *cloudJob) launch(now scheduler.Time, typ int, prewarmed bool) {
 		in.ReadyAt += t.Launch
 		j.res.Launches++
 	}
-	for range t.GPUs {
-		g := j.freeGPUs[len(j.freeGPUs)-1]
-		j.freeGPUs = j.freeGPUs[:len(j.freeGPUs)-1]
+	free := j.free[part]
+	for range t.Devices() {
+		g := free[len(free)-1]
+		free = free[:len(free)-1]
 		j.gpuInst[g] = idx
 		in.gpus = append(in.gpus, g)
 	}
+	j.free[part] = free
 	j.insts = append(j.insts, in)
 	j.billGPUs += t.GPUs
+	if t.GPUs == 0 {
+		j.billCPUs++
+	}
 	j.res.PeakGPUs = max(j.res.PeakGPUs, j.billGPUs)
 	ready := scheduler.Time(in.ReadyAt)
 	j.at(ready, ceReady, idx)
@@ -478,8 +571,8 @@ func (j *cloudJob) ready(now scheduler.Time, idx int) {
 		return
 	}
 	in.ready = true
-	j.readyGPUs += len(in.gpus)
-	rank := j.e.ranks[0]
+	j.readyGPUs += j.c.Types[in.Type].GPUs
+	rank := j.e.ranks[j.typePart[in.Type]]
 	for _, g := range in.gpus {
 		rank.EnableGPU(g, scheduler.MaxTime(now, j.lastEnd[g]))
 	}
@@ -494,9 +587,9 @@ func (j *cloudJob) drain(idx int) {
 	}
 	in.drained = true
 	if in.ready {
-		j.readyGPUs -= len(in.gpus)
+		j.readyGPUs -= j.c.Types[in.Type].GPUs
 		for _, g := range in.gpus {
-			j.e.ranks[0].DisableGPU(g)
+			j.e.ranks[j.typePart[in.Type]].DisableGPU(g)
 		}
 	}
 }
@@ -543,14 +636,20 @@ func (j *cloudJob) billEnd(now scheduler.Time, idx int) {
 	in.billedTo = now
 	t := j.c.Types[in.Type]
 	j.charge(in, now)
-	j.billGPUs -= len(in.gpus)
+	j.billGPUs -= t.GPUs
+	part := j.typePart[in.Type]
 	for _, g := range slices.Backward(in.gpus) {
 		j.gpuInst[g] = -1
-		j.freeGPUs = append(j.freeGPUs, g)
+		j.free[part] = append(j.free[part], g)
 	}
 	// Keep the free list lowest-last, so that slots are reused in order.
-	slices.SortFunc(j.freeGPUs, func(a, b scheduler.GPUID) int { return int(b) - int(a) })
-	j.res.GPUHours += float64(len(in.gpus)) * t.Billed(now.Sub(in.billedFrom)).Hours()
+	slices.SortFunc(j.free[part], func(a, b scheduler.GPUID) int { return int(b) - int(a) })
+	billed := t.Billed(now.Sub(in.billedFrom)).Hours()
+	if t.GPUs == 0 {
+		j.billCPUs--
+		j.res.CPUMachineHours += billed
+	}
+	j.res.GPUHours += float64(t.GPUs) * billed
 }
 
 // charge bills an instance's run [billedFrom, to): its cost spread over

@@ -289,4 +289,117 @@ func TestNewCloudPolicy(t *testing.T) {
 	if _, _, err := NewCloudPolicy("mark", w, CloudPolicyOptions{}); err == nil || !strings.Contains(err.Error(), "GPU memory") {
 		t.Errorf("20 GiB of models on 16 GiB GPUs: %v", err)
 	}
+	// The policies size one mix on one GPU kind: pinned models are the
+	// Replanner's.
+	if _, _, err := NewCloudPolicy("mark", pinnedCloudWorkload(t), CloudPolicyOptions{}); err == nil || !strings.Contains(err.Error(), "pinning") {
+		t.Errorf("pinned models: %v", err)
+	}
+}
+
+// pinnedCloudWorkload is a decoder on CPU machines of 4 vCPUs (30 ms a
+// frame, 4 at once) and a detector on GPUs, each pinned to its kind, at
+// 200 frames a second.
+func pinnedCloudWorkload(t *testing.T) *workload.Workload {
+	t.Helper()
+	src := `seed: 1
+duration: 5m
+warmup: 0s
+cluster:
+  gpu_types:
+    - {name: gpu, count: 16}
+    - {name: cpu4, count: 8}
+models:
+  - {name: decode, profile: {batch_latency: [30ms]}, gpu_type: cpu4, concurrency: 4, slo: 60ms, rate: 200, arrival: const}
+  - {name: detect, profile: {alpha: 8ms, beta: 20ms, max_batch: 16}, gpu_type: gpu, slo: 200ms, rate: 200, arrival: const}
+policy: symphony
+`
+	w, err := workload.Parse([]byte(src), "pinned.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+var pinnedTypes = []cloudscale.InstanceType{
+	{Name: "g1", GPUs: 1, Hardware: "gpu", PricePerHour: 3, BillingMinimum: time.Minute, BillingIncrement: time.Second},
+	{Name: "c4", CPUs: 4, Hardware: "cpu4", PricePerHour: 0.17, BillingMinimum: time.Minute, BillingIncrement: time.Second},
+}
+
+// fixedFleet starts a fleet and keeps it.
+type fixedFleet []int
+
+func (fixedFleet) Name() string          { return "fixed" }
+func (f fixedFleet) Start(float64) []int { return f }
+func (fixedFleet) Tick() time.Duration   { return time.Minute }
+func (fixedFleet) Decide(*cloudscale.Observation) cloudscale.Decision {
+	return cloudscale.Decision{SpillAbove: math.Inf(1)}
+}
+
+// TestCloudPinnedKinds: with models pinned to hardware kinds, an instance
+// serves the models of its own kind only. Two CPU machines and three GPUs
+// serve the decoder and the detector, and bill GPU-hours and CPU-machine
+// hours apart; with no CPU machine the decoder has nothing to run on and
+// loses every request, while the GPUs still serve the detector.
+func TestCloudPinnedKinds(t *testing.T) {
+	w := pinnedCloudWorkload(t)
+	rep, res, err := RunCloud(w, Cloud{Types: pinnedTypes, Policy: fixedFleet{0, 0, 0, 1, 1}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each instance is billed the run and its last batch, at most a
+	// second (the billing increment) more than the batch.
+	hours, last := (5 * time.Minute).Hours(), (2 * time.Second).Hours()
+	near := func(got, want float64) bool { return got >= want && got <= want+last*want/hours }
+	if rep.BadRate > 0.001 || !near(res.GPUHours, 3*hours) || !near(res.CPUMachineHours, 2*hours) {
+		t.Fatalf("bad %.4f; billed %.4f GPU-hours and %.4f CPU-machine hours, want %.4f and %.4f", rep.BadRate, res.GPUHours, res.CPUMachineHours, 3*hours, 2*hours)
+	}
+	if want := 3*res.GPUHours + 0.17*res.CPUMachineHours; math.Abs(res.Cost-want) > 1e-9 {
+		t.Errorf("cost %v, want %v: the billed hours at their prices", res.Cost, want)
+	}
+	for _, s := range res.Series {
+		if s.GPUsBilled != 3 || s.CPUMachinesBilled != 2 {
+			t.Fatalf("step at %v: %v GPUs and %v CPU machines billed, want 3 and 2", s.Start, s.GPUsBilled, s.CPUMachinesBilled)
+		}
+	}
+	rep, _, err = RunCloud(w, Cloud{Types: pinnedTypes, Policy: fixedFleet{0, 0, 0}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range rep.Models {
+		if served := m.Good > 0; served != (m.Name == "detect") {
+			t.Errorf("three GPUs and no CPU machine: %s answered %d of %d in time", m.Name, m.Good, m.Offered)
+		}
+	}
+}
+
+// TestCloudPinnedRejects: where models are pinned, every type names a
+// gpu_type of the cluster, and a CPU machine's models run batches of 1
+// within its CPUs; where they are not, no type names hardware or is a CPU
+// machine.
+func TestCloudPinnedRejects(t *testing.T) {
+	cpu := pinnedTypes[1]
+	for name, c := range map[string]struct {
+		types  []cloudscale.InstanceType
+		mutate func(*workload.Workload)
+	}{
+		"type of no hardware": {[]cloudscale.InstanceType{testTypes[0], cpu}, nil},
+		"unknown hardware":    {[]cloudscale.InstanceType{{Name: "t", GPUs: 1, Hardware: "tpu", PricePerHour: 1}, cpu}, nil},
+		"concurrency > CPUs":  {pinnedTypes, func(w *workload.Workload) { w.Models[0].Concurrency = 8 }},
+		"batches on a CPU":    {pinnedTypes, func(w *workload.Workload) { w.Models[0].Profile = w.Models[1].Profile }},
+	} {
+		w := pinnedCloudWorkload(t)
+		if c.mutate != nil {
+			c.mutate(w)
+		}
+		if _, _, err := RunCloud(w, Cloud{Types: c.types, Policy: fixedFleet{0}}, Options{}); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	for _, typ := range []cloudscale.InstanceType{cpu, pinnedTypes[0]} {
+		if _, _, err := RunCloud(cloudWorkload(t, time.Minute), Cloud{Types: []cloudscale.InstanceType{typ}, Policy: fixedFleet{0}}, Options{}); err == nil {
+			t.Errorf("%s on a workload of no pinned models: accepted", typ.Name)
+		}
+	}
 }

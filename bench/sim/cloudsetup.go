@@ -109,8 +109,12 @@ type CloudPolicyOptions struct {
 // minutes), mark (MArk with spill-over), mark-nospill, and mark-spot (with
 // spot instances that lose 20% of their capacity an hour and on-demand
 // standbys). Every policy sizes w's models as their mix, with o.Sizer
-// (MeasureSizer measures one) or else WorkloadSizer (Eqs. 2-3).
+// (MeasureSizer measures one) or else WorkloadSizer (Eqs. 2-3), and so
+// refuses a workload CheckCloudWorkload refuses.
 func NewCloudPolicy(name string, w *workload.Workload, o CloudPolicyOptions) (p cloudscale.Policy, types []cloudscale.InstanceType, err error) {
+	if err := CheckCloudWorkload(w); err != nil {
+		return nil, nil, err
+	}
 	var sz cloudscale.Sizer = o.Sizer
 	if sz == nil {
 		if sz, err = WorkloadSizer(w); err != nil {

@@ -48,6 +48,34 @@ func flat(v float64, n int) []float64 {
 	return out
 }
 
+// TestInstanceTypeCapacity: a type brings GPUs or is a CPU machine, which
+// brings one device; neither, both, or out of range is refused.
+func TestInstanceTypeCapacity(t *testing.T) {
+	cpu := InstanceType{Name: "cpu8", CPUs: 8, Hardware: "cpu8", PricePerHour: 0.4}
+	if err := cpu.Validate(); err != nil || cpu.Devices() != 1 || four.Devices() != 4 {
+		t.Fatalf("CPU machine: %v; devices %d and %d, want 1 and 4", err, cpu.Devices(), four.Devices())
+	}
+	for _, bad := range []InstanceType{
+		{Name: "none", PricePerHour: 1},
+		{Name: "both", GPUs: 1, CPUs: 8, PricePerHour: 1},
+		{Name: "huge", CPUs: maxCPUs + 1, PricePerHour: 1},
+		{Name: "negative", GPUs: -1, PricePerHour: 1},
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	// The policies that size one GPU mix refuse CPU machines and pinned kinds.
+	for _, types := range [][]InstanceType{{cpu}, {{Name: "v100", GPUs: 1, Hardware: "v100", PricePerHour: 3}}} {
+		if err := (&Static{Types: types, Sizer: linearSizer{100}}).Validate(); err == nil {
+			t.Errorf("static on %+v: accepted", types)
+		}
+		if err := (&Reactive{Types: types, Sizer: linearSizer{100}, Target: 0.7, TickEvery: time.Second}).Validate(); err == nil {
+			t.Errorf("reactive on %+v: accepted", types)
+		}
+	}
+}
+
 func TestBilled(t *testing.T) {
 	for _, c := range []struct{ ran, want time.Duration }{
 		{0, time.Minute}, {30 * time.Second, time.Minute}, {61 * time.Second, 61 * time.Second},
@@ -265,6 +293,10 @@ func TestNewPredictiveErrors(t *testing.T) {
 		func(c *PredictiveConfig) { c.Floor = -1 },
 		func(c *PredictiveConfig) { c.Standby = 5 },
 		func(c *PredictiveConfig) { c.Types = []InstanceType{{Name: "x", GPUs: 0, PricePerHour: 1}} },
+		func(c *PredictiveConfig) { c.Types = []InstanceType{one, {Name: "cpu", CPUs: 8, PricePerHour: 0.4}} },
+		func(c *PredictiveConfig) {
+			c.Types = []InstanceType{{Name: "v100", GPUs: 1, Hardware: "v100", PricePerHour: 3}}
+		},
 	} {
 		cfg := DefaultPredictive([]InstanceType{one}, linearSizer{100}, f)
 		mutate(&cfg)

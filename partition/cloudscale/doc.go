@@ -27,7 +27,10 @@
 // Policies: Static (peak provisioning), Reactive (target tracking, like a
 // Kubernetes HPA or SageMaker's autoscaling), Predictive (MArk: forecast,
 // Greedy provisioning ahead by the launch delay, an SLO monitor,
-// spill-over, and spot instances with on-demand standbys), and Replanner
-// (Scrooge: an application's scaling factors estimated online, a new
-// provision when they drift, a warm pool and a turn-off delay).
+// spill-over, and spot instances with on-demand standbys), all of which
+// size one mix of models on one GPU kind, and Replanner (Scrooge: an
+// application's scaling factors estimated online, a new provision when
+// they drift, a warm pool and a turn-off delay), which rents each of the
+// plan's hardware kinds, CPU machines for its CPU modules included, as an
+// instance type that names the kind (InstanceType.Hardware, CPUs).
 package cloudscale

@@ -7,14 +7,26 @@ import (
 	"time"
 )
 
-// InstanceType is one kind of cloud instance a policy may launch. Every
-// type carries GPUs of the same kind, the kind the models' profiles were
-// measured on: types differ in how many GPUs they hold, their price, how
-// long they take to boot, and whether the cloud may take them back (spot).
+// InstanceType is one kind of cloud instance a policy may launch: GPUs
+// of one kind, or a CPU machine. Types differ in how many GPUs they hold,
+// their price, how long they take to boot, whether the cloud may take them
+// back (spot), and, in a run whose models are pinned to hardware kinds (a
+// provision's export: a pipeline's CPU decoder and GPU detector), which
+// kind they bring.
 type InstanceType struct {
 	Name string
 	// GPUs is how many GPUs one instance brings to the rank loop.
 	GPUs int
+	// CPUs, for a CPU machine (GPUs 0), is its vCPUs. It serves CPU
+	// modules, which run one input at a time, up to their concurrency at
+	// once (at most CPUs), and brings the rank loop one device: the
+	// machine.
+	CPUs int
+	// Hardware is the kind of device the instance brings: the gpu_type of
+	// the run's cluster whose models it serves, where each model is pinned
+	// to one (an export of `symphony provision`). Empty: the cluster's one
+	// kind, to which no model is pinned.
+	Hardware string
 	// PricePerHour is what one instance costs per hour while billed.
 	PricePerHour float64
 	// Launch is the time from the launch request to the GPUs serving:
@@ -36,6 +48,19 @@ type InstanceType struct {
 	Memory int64
 }
 
+// maxCPUs bounds a CPU machine's vCPUs (the largest EC2 machines have
+// a few hundred).
+const maxCPUs = 1024
+
+// Devices is how many devices one instance brings to its rank loop: its
+// GPUs, or the one CPU machine.
+func (t InstanceType) Devices() int {
+	if t.GPUs == 0 {
+		return 1
+	}
+	return t.GPUs
+}
+
 // Holds reports whether one of the type's GPUs holds bytes of models.
 func (t InstanceType) Holds(bytes int64) bool { return t.Memory == 0 || bytes <= t.Memory }
 
@@ -44,8 +69,12 @@ func (t InstanceType) Validate() error {
 	switch {
 	case t.Name == "":
 		return errors.New("cloudscale: an instance type needs a name")
-	case t.GPUs < 1 || t.GPUs > 64:
+	case t.GPUs == 0 && (t.CPUs < 1 || t.CPUs > maxCPUs):
+		return fmt.Errorf("cloudscale: instance type %q: a CPU machine (gpus 0) needs cpus in 1..%d, not %d", t.Name, maxCPUs, t.CPUs)
+	case t.GPUs != 0 && (t.GPUs < 1 || t.GPUs > 64):
 		return fmt.Errorf("cloudscale: instance type %q: gpus %d is outside 1..64", t.Name, t.GPUs)
+	case t.GPUs != 0 && t.CPUs != 0:
+		return fmt.Errorf("cloudscale: instance type %q: has %d GPUs and %d CPUs; set cpus only for a CPU machine, which serves CPU modules", t.Name, t.GPUs, t.CPUs)
 	case !(t.PricePerHour > 0) || math.IsInf(t.PricePerHour, 0):
 		return fmt.Errorf("cloudscale: instance type %q: price per hour %v is not a positive number", t.Name, t.PricePerHour)
 	case t.Memory < 0:

@@ -66,6 +66,22 @@ func gpusOf(types []InstanceType, fleet []Instance, now time.Duration) (ready, p
 	return ready, planned
 }
 
+// mixTypes reports why types do not suit a policy that sizes one mix of
+// models on one GPU kind by GPU counts (Static, Reactive, Predictive): a
+// type that is invalid, a CPU machine, or one of a named hardware kind
+// (a run whose models are pinned to kinds, which Replanner provisions).
+func mixTypes(policy string, types []InstanceType) error {
+	for _, t := range types {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		if t.GPUs == 0 || t.Hardware != "" {
+			return fmt.Errorf("cloudscale: %s: instance type %q is a CPU machine or names hardware %q; the policy sizes one mix of models on one GPU kind (Replanner provisions pinned models, CPU modules included)", policy, t.Name, t.Hardware)
+		}
+	}
+	return nil
+}
+
 // instancesFor is the fewest instances of type typ whose GPUs cover need.
 func instancesFor(types []InstanceType, typ int, need float64) int {
 	if !(need > 0) {
@@ -93,7 +109,7 @@ func (s *Static) Validate() error {
 	case !(s.Peak >= 0) || !(s.Headroom >= 0):
 		return fmt.Errorf("cloudscale: static: peak %v and headroom %v must be non-negative numbers", s.Peak, s.Headroom)
 	}
-	return nil
+	return mixTypes("static", s.Types)
 }
 
 func (s *Static) Name() string        { return "static-peak" }
@@ -139,7 +155,7 @@ func (r *Reactive) Validate() error {
 	case r.TickEvery <= 0 || r.Window < 0 || r.Stabilization < 0:
 		return fmt.Errorf("cloudscale: reactive: tick %v must be positive, window %v and stabilization %v not negative", r.TickEvery, r.Window, r.Stabilization)
 	}
-	return nil
+	return mixTypes("reactive", r.Types)
 }
 
 func (r *Reactive) Name() string {

@@ -119,10 +119,8 @@ func NewPredictive(cfg PredictiveConfig) (*Predictive, error) {
 	case cfg.Standby >= 0 && cfg.Types[cfg.Standby].Spot:
 		return nil, fmt.Errorf("cloudscale: predictive: standby type %q is a spot type", cfg.Types[cfg.Standby].Name)
 	}
-	for _, t := range cfg.Types {
-		if err := t.Validate(); err != nil {
-			return nil, err
-		}
+	if err := mixTypes("predictive", cfg.Types); err != nil {
+		return nil, err
 	}
 	if cfg.SpillAt <= 0 {
 		cfg.SpillAt = 1

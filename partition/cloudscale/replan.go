@@ -18,12 +18,15 @@ type ReplanConfig struct {
 	// are the estimates the first plan is made with.
 	App     *provision.App
 	Options provision.Options
-	// Type is the instance the plan's GPU machines are rented as: one GPU
-	// of the hardware kind the plan uses (the simulated cloud serves one
-	// kind).
-	Type InstanceType
+	// Types are the instances the plan's machines are rented as, each one
+	// device (a GPU, or a CPU machine): the type whose Hardware names a
+	// machine's hardware kind, or else the type of no Hardware, which
+	// serves the one kind of a run whose models are not pinned.
+	Types []InstanceType
 	// Models names the module each model of the run serves, in the run's
-	// model order (the modules a provision's export made models of).
+	// model order (the modules a provision's export made models of, CPU
+	// modules included). A module's machines must stay on one hardware
+	// kind at one concurrency from plan to plan: its model is pinned there.
 	Models []string
 	// Period is how often the scaling factors are estimated, from the
 	// arrivals of the period; a drift beyond Drift (a fraction) of any
@@ -44,8 +47,8 @@ type ReplanConfig struct {
 // DefaultReplan returns the settings of the re-planning experiment: a
 // 2-minute period, a 20% drift, one warm instance, a 3-minute turn-off
 // delay, and 5 s ticks.
-func DefaultReplan(app *provision.App, o provision.Options, t InstanceType, models []string) ReplanConfig {
-	return ReplanConfig{App: app, Options: o, Type: t, Models: models, Period: 2 * time.Minute, Drift: 0.2,
+func DefaultReplan(app *provision.App, o provision.Options, types []InstanceType, models []string) ReplanConfig {
+	return ReplanConfig{App: app, Options: o, Types: types, Models: models, Period: 2 * time.Minute, Drift: 0.2,
 		WarmPool: 1, TurnOffDelay: 3 * time.Minute, Replan: true, TickEvery: 5 * time.Second}
 }
 
@@ -53,27 +56,38 @@ func DefaultReplan(app *provision.App, o provision.Options, t InstanceType, mode
 // scaling factor (the child's arrivals over its parent's) and each
 // source's ingress from the period's arrivals; when one has drifted from
 // what the plan assumed, it plans the application again (provision.Solve),
-// rents what the new plan packs onto (provision.Pack) plus the warm pool,
-// and gives the models the new plan's latency budgets.
+// rents what the new plan packs onto (provision.Pack) plus the warm pool
+// of each type it rents, and gives the models the new plan's latency
+// budgets.
 type Replanner struct {
-	cfg      ReplanConfig
-	app      *provision.App // as last planned
-	model    map[string]int // module name → model index
-	hardware string
-	target   int // instances the last plan rents, the warm pool included
-	slos     []time.Duration
-	counts   []uint64
-	since    time.Duration // start of the period being counted
-	started  bool
-	replans  int
-	failed   error // the last re-plan that failed, if any
-	off      turnOff
-	launch   []int
-	release  []InstanceID
+	cfg   ReplanConfig
+	app   *provision.App // as last planned
+	model map[string]int // module name → model index
+	// placed is where each module's machines run: hardware and
+	// concurrency, as the first plan put them.
+	placed map[string]placement
+	// target is, by type, the instances the last plan rents, the warm
+	// pool included.
+	target  []int
+	slos    []time.Duration
+	counts  []uint64
+	since   time.Duration // start of the period being counted
+	started bool
+	replans int
+	failed  error // the last re-plan that failed, if any
+	off     turnOff
+	launch  []int
+	release []InstanceID
 }
 
-// NewReplanner makes the first plan of cfg.App and checks that the run's
-// models serve its GPU modules on one hardware kind.
+// placement is where a module's machines run.
+type placement struct {
+	hardware    string
+	concurrency int
+}
+
+// NewReplanner makes the first plan of cfg.App and checks that its types
+// rent every machine of it.
 func NewReplanner(cfg ReplanConfig) (*Replanner, error) {
 	switch {
 	case cfg.App == nil:
@@ -83,10 +97,18 @@ func NewReplanner(cfg ReplanConfig) (*Replanner, error) {
 	case !(cfg.Drift > 0) || cfg.WarmPool < 0 || cfg.TurnOffDelay < 0:
 		return nil, errors.New("cloudscale: replan: drift must be positive, the warm pool and turn-off delay not negative")
 	}
-	if err := cfg.Type.Validate(); err != nil {
-		return nil, err
+	if len(cfg.Types) == 0 {
+		return nil, errors.New("cloudscale: replan: no instance types")
 	}
-	r := &Replanner{cfg: cfg, model: map[string]int{}, off: newTurnOff(cfg.TurnOffDelay)}
+	for _, t := range cfg.Types {
+		if err := t.Validate(); err != nil {
+			return nil, err
+		}
+		if t.Devices() != 1 {
+			return nil, fmt.Errorf("cloudscale: replan: instance type %q brings %d GPUs; a plan's machine is one GPU or one CPU machine", t.Name, t.Devices())
+		}
+	}
+	r := &Replanner{cfg: cfg, model: map[string]int{}, placed: map[string]placement{}, target: make([]int, len(cfg.Types)), off: newTurnOff(cfg.TurnOffDelay)}
 	for i, name := range cfg.Models {
 		r.model[name] = i
 	}
@@ -114,7 +136,15 @@ func (r *Replanner) Replans() int { return r.replans }
 func (r *Replanner) Failed() error { return r.failed }
 
 // Start is the first plan's instances.
-func (r *Replanner) Start(float64) []int { return make([]int, r.target) }
+func (r *Replanner) Start(float64) []int {
+	var types []int
+	for typ, n := range r.target {
+		for range n {
+			types = append(types, typ)
+		}
+	}
+	return types
+}
 
 // plan solves app and takes its instances and budgets.
 func (r *Replanner) plan(app *provision.App) error {
@@ -122,20 +152,33 @@ func (r *Replanner) plan(app *provision.App) error {
 	if err != nil {
 		return fmt.Errorf("cloudscale: replan: %w", err)
 	}
-	pk := provision.Pack(app, p)
-	count, hw := 0, ""
-	for _, in := range pk.Instances {
-		if in.Kind != provision.GPU {
+	for _, mp := range p.Modules {
+		if _, ok := r.model[mp.Name]; !ok {
 			continue
 		}
-		if hw != "" && in.Hardware != hw {
-			return fmt.Errorf("cloudscale: replan: the plan rents %s and %s; the simulated cloud serves one GPU kind", hw, in.Hardware)
+		for _, c := range mp.Configs {
+			at := placement{c.Hardware, max(c.Concurrency, 1)}
+			was, ok := r.placed[mp.Name]
+			if !ok {
+				r.placed[mp.Name], was = at, at
+			}
+			if at != was {
+				return fmt.Errorf("cloudscale: replan: the plan runs %s on %s at concurrency %d, where its model runs on %s at %d", mp.Name, at.hardware, at.concurrency, was.hardware, was.concurrency)
+			}
 		}
-		hw = in.Hardware
-		count++
 	}
-	if r.hardware != "" && hw != r.hardware {
-		return fmt.Errorf("cloudscale: replan: the plan moved from %s to %s", r.hardware, hw)
+	target := make([]int, len(r.cfg.Types))
+	served := make([]string, len(r.cfg.Types))
+	for _, in := range provision.Pack(app, p).Instances {
+		typ := r.typeOf(in.Hardware)
+		if typ < 0 {
+			return fmt.Errorf("cloudscale: replan: the plan rents %s, which no instance type brings", in.Hardware)
+		}
+		if served[typ] != "" && served[typ] != in.Hardware {
+			return fmt.Errorf("cloudscale: replan: the plan rents %s and %s as instance type %q, which serves one kind", served[typ], in.Hardware, r.cfg.Types[typ].Name)
+		}
+		served[typ] = in.Hardware
+		target[typ]++
 	}
 	slos := make([]time.Duration, len(r.cfg.Models))
 	for _, mp := range p.Modules {
@@ -144,11 +187,30 @@ func (r *Replanner) plan(app *provision.App) error {
 		}
 	}
 	if i := slices.Index(slos, 0); i >= 0 {
-		return fmt.Errorf("cloudscale: replan: model %d (%s) serves no GPU module of the plan", i, r.cfg.Models[i])
+		return fmt.Errorf("cloudscale: replan: model %d (%s) serves no module of the plan", i, r.cfg.Models[i])
 	}
-	r.app, r.hardware, r.slos = app, hw, slos
-	r.target = count + r.cfg.WarmPool
+	for typ, n := range target {
+		if n > 0 {
+			target[typ] += r.cfg.WarmPool
+		}
+	}
+	r.app, r.slos, r.target = app, slos, target
 	return nil
+}
+
+// typeOf is the type that rents machines of hardware hw: the one that
+// names it, else the one that names none; -1 if there is neither.
+func (r *Replanner) typeOf(hw string) int {
+	fallback := -1
+	for i, t := range r.cfg.Types {
+		switch t.Hardware {
+		case hw:
+			return i
+		case "":
+			fallback = i
+		}
+	}
+	return fallback
 }
 
 // Decide counts the tick's arrivals and, at the end of each period,
@@ -229,17 +291,25 @@ func (r *Replanner) estimate(secs float64) (*provision.App, bool) {
 	return est, drifted
 }
 
-// fit launches up to the plan's instances at once and releases beyond them
-// after the turn-off delay, the newest first.
+// fit launches up to the plan's instances of each type at once and
+// releases beyond them after the turn-off delay, the newest first.
 func (r *Replanner) fit(o *Observation) []int {
-	have := len(o.Fleet)
-	for n := have; n < r.target; n++ {
-		r.launch = append(r.launch, 0)
+	have := make([]int, len(r.target))
+	for _, in := range o.Fleet {
+		have[in.Type]++
 	}
-	excess := have - r.target
+	for typ, n := range r.target {
+		for k := have[typ]; k < n; k++ {
+			r.launch = append(r.launch, typ)
+		}
+	}
+	excess := have
+	for typ := range excess {
+		excess[typ] -= r.target[typ]
+	}
 	for i := len(o.Fleet) - 1; i >= 0; i-- {
 		in := o.Fleet[i]
-		if excess <= 0 {
+		if excess[in.Type] <= 0 {
 			r.off.needed(in.ID)
 			continue
 		}
@@ -247,7 +317,7 @@ func (r *Replanner) fit(o *Observation) []int {
 			r.release = append(r.release, in.ID)
 			r.off.needed(in.ID)
 		}
-		excess--
+		excess[in.Type]--
 	}
 	return r.launch
 }

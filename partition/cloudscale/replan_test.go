@@ -45,7 +45,7 @@ func TestReplanner(t *testing.T) {
 	app := twoModuleApp()
 	typ := InstanceType{Name: "g", GPUs: 1, PricePerHour: 3, Launch: time.Minute}
 	for _, replan := range []bool{true, false} {
-		cfg := DefaultReplan(app, provision.Default(), typ, []string{"detect", "classify"})
+		cfg := DefaultReplan(app, provision.Default(), []InstanceType{typ}, []string{"detect", "classify"})
 		cfg.Replan, cfg.WarmPool = replan, 1
 		r, err := NewReplanner(cfg)
 		if err != nil {
@@ -94,11 +94,89 @@ func TestNewReplannerErrors(t *testing.T) {
 		"no drift":       func(c *ReplanConfig) { c.Drift = 0 },
 		"tick > period":  func(c *ReplanConfig) { c.TickEvery = time.Hour },
 		"unknown module": func(c *ReplanConfig) { c.Models = []string{"detect", "nope"} },
+		"no types":       func(c *ReplanConfig) { c.Types = nil },
+		"4-GPU type":     func(c *ReplanConfig) { c.Types = []InstanceType{{Name: "g4", GPUs: 4, PricePerHour: 12}} },
+		"other hardware": func(c *ReplanConfig) {
+			c.Types = []InstanceType{{Name: "v", GPUs: 1, Hardware: "v100", PricePerHour: 3}}
+		},
 	} {
-		cfg := DefaultReplan(twoModuleApp(), provision.Default(), typ, []string{"detect", "classify"})
+		cfg := DefaultReplan(twoModuleApp(), provision.Default(), []InstanceType{typ}, []string{"detect", "classify"})
 		mutate(&cfg)
 		if _, err := NewReplanner(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// pipelineApp is a CPU decoder feeding twoModuleApp's detector: decoding
+// takes 30 ms a frame at concurrency 4 on a cpu machine (133 frames a
+// second each).
+func pipelineApp() *provision.App {
+	app := twoModuleApp()
+	app.Hardware = append(app.Hardware, provision.Hardware{Name: "cpu", PricePerHour: 0.4})
+	app.Modules[0].Ingress = 0
+	app.Modules = append([]provision.Module{{Name: "decode", Kind: provision.CPU, Ingress: 100,
+		Profiles: []provision.Profile{{Hardware: "cpu", Points: []provision.Point{{Batch: 1, Concurrency: 4, Latency: 30 * time.Millisecond}}}}}}, app.Modules...)
+	app.Edges = append([]provision.Edge{{From: "decode", To: "detect", Scale: 1}}, app.Edges...)
+	return app
+}
+
+// TestReplannerRentsCPUMachines: a pipeline's CPU module is rented as CPU
+// machines of its own type beside the GPUs, each type with its warm
+// instance; when the frame rate doubles, the re-plan launches both kinds,
+// each as many as Solve's new plan packs onto.
+func TestReplannerRentsCPUMachines(t *testing.T) {
+	gpu := InstanceType{Name: "g", GPUs: 1, Hardware: "gpu", PricePerHour: 3, Launch: time.Minute}
+	cpu := InstanceType{Name: "c", CPUs: 4, Hardware: "cpu", PricePerHour: 0.4, Launch: time.Minute}
+	types := []InstanceType{gpu, cpu}
+	rents := func(app *provision.App) (gpus, cpus int) {
+		p, err := provision.Solve(app, provision.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk := provision.Pack(app, p)
+		return pk.Count("gpu"), pk.Count("cpu")
+	}
+	cfg := DefaultReplan(pipelineApp(), provision.Default(), types, []string{"decode", "detect", "classify"})
+	r, err := NewReplanner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, c0 := rents(pipelineApp())
+	start := r.Start(0)
+	if c0 < 1 || count(start, 0) != g0+1 || count(start, 1) != c0+1 {
+		t.Fatalf("starts types %v; the plan rents %d GPUs and %d CPU machines (each type and one warm)", start, g0, c0)
+	}
+	var fleet []Instance
+	for i, typ := range start {
+		fleet = append(fleet, Instance{ID: InstanceID(i), Type: typ})
+	}
+	r.Decide(&Observation{Now: 0, Fleet: fleet})
+	for now := 5 * time.Second; now <= 2*time.Minute; now += 5 * time.Second {
+		d := r.Decide(&Observation{Now: now, ModelArrivals: []uint64{1000, 1000, 4000}, Fleet: fleet})
+		if now < 2*time.Minute {
+			continue
+		}
+		doubled := pipelineApp()
+		doubled.Modules[0].Ingress = 200
+		g1, c1 := rents(doubled)
+		if r.Replans() != 1 || count(d.Launch, 0) != g1-g0 || count(d.Launch, 1) != c1-c0 || c1 <= c0 {
+			t.Errorf("frames doubled: %d re-plans, launches %v; the new plan rents %d GPUs and %d CPU machines (was %d and %d)", r.Replans(), d.Launch, g1, c1, g0, c0)
+		}
+	}
+	// Without a CPU type, the decoder's machines have no type to rent.
+	cfg.Types = []InstanceType{gpu}
+	if _, err := NewReplanner(cfg); err == nil {
+		t.Error("a plan with CPU machines accepted with a GPU type only")
+	}
+}
+
+func count(types []int, typ int) int {
+	n := 0
+	for _, t := range types {
+		if t == typ {
+			n++
+		}
+	}
+	return n
 }
