@@ -72,7 +72,7 @@ type CloudResult struct {
 	PeakGPUs        int     `json:"peak_gpus"`
 	CPUMachineHours float64 `json:"cpu_machine_hours,omitempty"`
 	// Launches, Releases and Interruptions count instances; Refused counts
-	// launches the pool of GPU slots had no room for.
+	// launches the pool of device slots of their kind had no room for.
 	Launches      int           `json:"launches"`
 	Releases      int           `json:"releases"`
 	Interruptions int           `json:"interruptions"`
@@ -166,8 +166,12 @@ type cloudJob struct {
 	free     [][]scheduler.GPUID
 	typePart []int
 	gpuInst  []int            // the instance holding each slot, -1 none
-	lastEnd  []scheduler.Time // each slot's last batch end
-	drainFor time.Duration    // a batch planned now ends within it
+	lastEnd  []scheduler.Time // when each slot's last batch frees it
+	// lastDone is when each slot's last batch answers: its end, or, for
+	// a model that runs several batches at once, the concurrency times
+	// later (a batch holds its slot a share of its run).
+	lastDone []scheduler.Time
+	drainFor time.Duration // a batch planned now ends within it
 
 	admission cloudscale.Admission
 	burst     burstState
@@ -232,11 +236,6 @@ func RunCloud(w *workload.Workload, c Cloud, opts Options) (*report.Report, *Clo
 			return nil, nil, err
 		}
 	}
-	for _, t := range c.Types {
-		if err := t.Validate(); err != nil {
-			return nil, nil, err
-		}
-	}
 	if b := c.Burst; b != nil && (b.Concurrency < 1 || !(b.Slowdown > 0) || b.PricePerRequest < 0 || b.Overhead < 0 || b.ColdStart < 0 || b.KeepWarm < 0) {
 		return nil, nil, fmt.Errorf("sim: burst pool %+v: needs concurrency >= 1, a positive slowdown and no negative price or duration", *b)
 	}
@@ -295,9 +294,11 @@ func checkCloudBasics(w *workload.Workload) error {
 // cloudParts checks that the types can serve w and returns each type's
 // rank loop. Where w's models are pinned to gpu_types (an export of
 // `symphony provision`), each type names the gpu_type whose slots its
-// devices take, and a CPU machine's models run batches of 1 at a
-// concurrency within its CPUs. Otherwise every type is of GPUs of the
-// cluster's one kind, which no type names, and no model runs concurrently.
+// devices take, every model's gpu_type is some type's, and a CPU
+// machine's models run batches of 1 at a concurrency within its CPUs.
+// Otherwise every type is of GPUs of the cluster's one kind, which no type
+// names, and no model runs concurrently. No type brings more devices than
+// its pool of slots holds.
 func cloudParts(w *workload.Workload, types []cloudscale.InstanceType) ([]int, error) {
 	if err := checkCloudBasics(w); err != nil {
 		return nil, err
@@ -333,6 +334,20 @@ func cloudParts(w *workload.Workload, types []cloudscale.InstanceType) ([]int, e
 	if !w.Pinned() && w.Concurrent() {
 		return nil, errors.New("sim: a cloud run of models not pinned to gpu_types takes no concurrency")
 	}
+	for _, t := range types {
+		pool := w.Cluster.GPUs
+		if w.Pinned() {
+			_, pool = w.Cluster.GPUsOfType(t.Hardware)
+		}
+		if t.Devices() > pool {
+			return nil, fmt.Errorf("sim: instance type %q brings %d devices; the cluster's pool of slots for it holds %d", t.Name, t.Devices(), pool)
+		}
+	}
+	for k := range w.Models {
+		if m := &w.Models[k]; w.Pinned() && !slices.ContainsFunc(types, func(t cloudscale.InstanceType) bool { return t.Hardware == m.GPUType }) {
+			return nil, fmt.Errorf("sim: model %q runs on %s, which no instance type brings", m.Name, m.GPUType)
+		}
+	}
 	return parts, nil
 }
 
@@ -341,7 +356,7 @@ func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud, typePart []in
 	j := &cloudJob{
 		e: e, w: w, c: c,
 		rng:     rand.New(rand.NewPCG(w.Seed, 0x5e0c10d)),
-		gpuInst: make([]int, n), lastEnd: make([]scheduler.Time, n),
+		gpuInst: make([]int, n), lastEnd: make([]scheduler.Time, n), lastDone: make([]scheduler.Time, n),
 		end:      scheduler.Time(w.Warmup + w.Duration),
 		typePart: typePart,
 	}
@@ -360,7 +375,7 @@ func newCloudJob(w *workload.Workload, e *symphonyEngine, c Cloud, typePart []in
 	for g := n - 1; g >= 0; g-- {
 		j.free[partOf[g]] = append(j.free[partOf[g]], scheduler.GPUID(g))
 		j.gpuInst[g] = -1
-		j.lastEnd[g] = scheduler.Past
+		j.lastEnd[g], j.lastDone[g] = scheduler.Past, scheduler.Past
 	}
 	for i := range w.Models {
 		j.slo = append(j.slo, w.Models[i].SLO)
@@ -603,7 +618,7 @@ func (j *cloudJob) release(now scheduler.Time, idx int) {
 	j.res.Releases++
 	end := now
 	for _, g := range in.gpus {
-		end = scheduler.MaxTime(end, j.lastEnd[g])
+		end = scheduler.MaxTime(end, j.lastDone[g])
 	}
 	j.at(end, ceBillEnd, idx)
 }
@@ -617,8 +632,8 @@ func (j *cloudJob) interrupt(now scheduler.Time, idx int) error {
 	}
 	j.drain(idx)
 	for _, g := range in.gpus {
-		if j.lastEnd[g] > now {
-			return fmt.Errorf("sim: oracle: spot instance %d was taken back at %v while GPU %d ran a batch until %v", idx, now, g, j.lastEnd[g])
+		if j.lastDone[g] > now {
+			return fmt.Errorf("sim: oracle: spot instance %d was taken back at %v while GPU %d ran a batch until %v", idx, now, g, j.lastDone[g])
 		}
 	}
 	in.released = true
@@ -681,7 +696,7 @@ func (j *cloudJob) finish() {
 		if in.billedTo == scheduler.Never {
 			end := j.end
 			for _, g := range in.gpus {
-				end = scheduler.MaxTime(end, j.lastEnd[g])
+				end = scheduler.MaxTime(end, j.lastDone[g])
 			}
 			j.billEnd(end, i)
 		}
@@ -785,11 +800,19 @@ func (j *cloudJob) observe(model int, out *scheduler.ModelOutput) {
 			continue
 		}
 		in := j.insts[idx]
-		if !in.ready || in.drained || time.Duration(p.ExecAt) < in.ReadyAt || p.FinishAt > in.interrupt {
+		done := p.FinishAt
+		if e := j.w.Models[model].Concurrency; e > 1 {
+			done = p.ExecAt.Add(time.Duration(float64(p.FinishAt.Sub(p.ExecAt)) * float64(e)))
+		}
+		if !in.ready || in.drained || time.Duration(p.ExecAt) < in.ReadyAt || done > in.interrupt {
 			j.e.acct.fail("cloud: batch on GPU %d of instance %d runs [%v, %v), outside its serving time (ready %v, drained %v, taken back %v)",
-				p.GPU, idx, p.ExecAt, p.FinishAt, in.ReadyAt, in.drained, in.interrupt)
+				p.GPU, idx, p.ExecAt, done, in.ReadyAt, in.drained, in.interrupt)
+		}
+		if part := j.typePart[in.Type]; part != j.e.partOf[model] {
+			j.e.acct.fail("cloud: model %s's batch on GPU %d of instance %d, of type %s: a device of another kind", j.w.Models[model].Name, p.GPU, idx, j.c.Types[in.Type].Name)
 		}
 		j.lastEnd[p.GPU] = scheduler.MaxTime(j.lastEnd[p.GPU], p.FinishAt)
+		j.lastDone[p.GPU] = scheduler.MaxTime(j.lastDone[p.GPU], done)
 		for k := range p.Requests {
 			j.ended(p.Requests[k].Arrival, true)
 		}

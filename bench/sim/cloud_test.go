@@ -386,6 +386,8 @@ func TestCloudPinnedRejects(t *testing.T) {
 		"unknown hardware":    {[]cloudscale.InstanceType{{Name: "t", GPUs: 1, Hardware: "tpu", PricePerHour: 1}, cpu}, nil},
 		"concurrency > CPUs":  {pinnedTypes, func(w *workload.Workload) { w.Models[0].Concurrency = 8 }},
 		"batches on a CPU":    {pinnedTypes, func(w *workload.Workload) { w.Models[0].Profile = w.Models[1].Profile }},
+		"no type for cpu4":    {pinnedTypes[:1], nil},
+		"more than the pool":  {[]cloudscale.InstanceType{{Name: "g32", GPUs: 32, Hardware: "gpu", PricePerHour: 96}, cpu}, nil},
 	} {
 		w := pinnedCloudWorkload(t)
 		if c.mutate != nil {

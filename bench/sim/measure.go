@@ -115,8 +115,9 @@ const maxMeasuredGPUs = 256
 // MeasurementFor is the measurement a cloud run of w sizes its fleet by:
 // MeasuredCounts up to a quarter more than Eqs. 2-3 give w's peak rate,
 // plus two, within w's pool of GPU slots (and maxMeasuredGPUs); at a 1%
-// bad rate. It refuses a workload a cloud run refuses (CheckCloudWorkload),
-// so that nothing is measured for a run that cannot start.
+// bad rate. It refuses a workload the policies that size one mix refuse
+// (CheckCloudWorkload), so that nothing is measured for a run that cannot
+// start.
 func MeasurementFor(w *workload.Workload) (SizerMeasurement, error) {
 	if err := CheckCloudWorkload(w); err != nil {
 		return SizerMeasurement{}, err

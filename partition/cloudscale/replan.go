@@ -3,6 +3,7 @@ package cloudscale
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -152,15 +153,16 @@ func (r *Replanner) plan(app *provision.App) error {
 	if err != nil {
 		return fmt.Errorf("cloudscale: replan: %w", err)
 	}
+	placed := maps.Clone(r.placed)
 	for _, mp := range p.Modules {
 		if _, ok := r.model[mp.Name]; !ok {
 			continue
 		}
 		for _, c := range mp.Configs {
 			at := placement{c.Hardware, max(c.Concurrency, 1)}
-			was, ok := r.placed[mp.Name]
+			was, ok := placed[mp.Name]
 			if !ok {
-				r.placed[mp.Name], was = at, at
+				placed[mp.Name], was = at, at
 			}
 			if at != was {
 				return fmt.Errorf("cloudscale: replan: the plan runs %s on %s at concurrency %d, where its model runs on %s at %d", mp.Name, at.hardware, at.concurrency, was.hardware, was.concurrency)
@@ -174,8 +176,12 @@ func (r *Replanner) plan(app *provision.App) error {
 		if typ < 0 {
 			return fmt.Errorf("cloudscale: replan: the plan rents %s, which no instance type brings", in.Hardware)
 		}
+		t := r.cfg.Types[typ]
 		if served[typ] != "" && served[typ] != in.Hardware {
-			return fmt.Errorf("cloudscale: replan: the plan rents %s and %s as instance type %q, which serves one kind", served[typ], in.Hardware, r.cfg.Types[typ].Name)
+			return fmt.Errorf("cloudscale: replan: the plan rents %s and %s as instance type %q, which serves one kind", served[typ], in.Hardware, t.Name)
+		}
+		if err := suits(t, in, p); err != nil {
+			return err
 		}
 		served[typ] = in.Hardware
 		target[typ]++
@@ -194,7 +200,26 @@ func (r *Replanner) plan(app *provision.App) error {
 			target[typ] += r.cfg.WarmPool
 		}
 	}
-	r.app, r.slos, r.target = app, slos, target
+	r.app, r.slos, r.target, r.placed = app, slos, target, placed
+	return nil
+}
+
+// suits reports why type t cannot be the instance in of plan p: a GPU
+// module's machine on a CPU machine, a CPU module's on GPUs, or a CPU
+// module run at a concurrency above the machine's CPUs.
+func suits(t InstanceType, in provision.PackedInstance, p *provision.Provision) error {
+	if cpu := t.GPUs == 0; cpu != (in.Kind == provision.CPU) {
+		return fmt.Errorf("cloudscale: replan: the plan rents a %v machine of %s as instance type %q, which has %d GPUs", in.Kind, in.Hardware, t.Name, t.GPUs)
+	}
+	if t.GPUs > 0 {
+		return nil
+	}
+	for _, sh := range in.Shares {
+		i := slices.IndexFunc(p.Modules, func(mp provision.ModuleProvision) bool { return mp.Name == sh.Module })
+		if c := p.Modules[i].Configs[sh.Config]; c.Concurrency > t.CPUs {
+			return fmt.Errorf("cloudscale: replan: the plan runs %s at concurrency %d on instance type %q, which has %d CPUs", sh.Module, c.Concurrency, t.Name, t.CPUs)
+		}
+	}
 	return nil
 }
 

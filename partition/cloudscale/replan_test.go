@@ -164,10 +164,20 @@ func TestReplannerRentsCPUMachines(t *testing.T) {
 			t.Errorf("frames doubled: %d re-plans, launches %v; the new plan rents %d GPUs and %d CPU machines (was %d and %d)", r.Replans(), d.Launch, g1, c1, g0, c0)
 		}
 	}
-	// Without a CPU type, the decoder's machines have no type to rent.
-	cfg.Types = []InstanceType{gpu}
-	if _, err := NewReplanner(cfg); err == nil {
-		t.Error("a plan with CPU machines accepted with a GPU type only")
+	// Types that cannot rent the plan's machines are refused.
+	for name, types := range map[string][]InstanceType{
+		"no CPU type":             {gpu},
+		"the decoder on GPUs":     {gpu, {Name: "c", GPUs: 1, Hardware: "cpu", PricePerHour: 1}},
+		"the detector on CPUs":    {{Name: "g", CPUs: 8, Hardware: "gpu", PricePerHour: 1}, cpu},
+		"4 at once on 2 CPUs":     {gpu, {Name: "c", CPUs: 2, Hardware: "cpu", PricePerHour: 0.2}},
+		"one type for both kinds": {{Name: "any", GPUs: 1, PricePerHour: 3}},
+	} {
+		cfg.Types = types
+		if _, err := NewReplanner(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
 	}
 }
 
