@@ -3,6 +3,8 @@ package scheduler
 import (
 	"testing"
 	"time"
+
+	"github.com/symphony-serving/symphony/scheduler/profile"
 )
 
 // Two held batches on one GPU: model 0 held until 10ms (slack to 11ms, a
@@ -126,11 +128,24 @@ func TestCollisionAllocationFree(t *testing.T) {
 		exec := now.Add(9*ms + time.Duration(m)*2*ms)
 		return Candidate{BatchSize: 1, ExecAt: exec, InvalidAfter: exec.Add(ms), Deadline: exec.Add(6 * ms), Version: version}
 	}
-	versions := []uint64{1, 1}
-	r.Update(0, held(0, 0, 1))
-	r.Update(1, held(1, 0, 1))
+	grants, early := collideFor10000Steps(t, r, 2, held, 5*ms)
+	if early < grants/4 {
+		t.Errorf("%d early grants of %d in 20000 steps", early, grants)
+	}
+}
+
+// collideFor10000Steps drives r, a millisecond a step, for models whose
+// next candidate after a grant at now is held(m, now, version), each batch
+// running run, fails t if the steps allocate, and returns the grants and
+// how many of them were early.
+func collideFor10000Steps(t *testing.T, r *RankCore, models int, held func(m ModelID, now Time, version uint64) Candidate, run time.Duration) (grants, early int) {
+	t.Helper()
+	versions := make([]uint64, models)
+	for m := range models {
+		versions[m] = 1
+		r.Update(ModelID(m), held(ModelID(m), 0, 1))
+	}
 	var now Time
-	grants, early := 0, 0
 	step := func() {
 		now = now.Add(ms)
 		for r.WakeAt() <= now {
@@ -140,16 +155,121 @@ func TestCollisionAllocationFree(t *testing.T) {
 					early++
 				}
 				versions[g.Model]++
-				r.Return(GPUReturn{Model: g.Model, GPU: g.GPU, FreeAt: MaxTime(now, g.FreeAt).Add(5 * ms), Used: true,
+				r.Return(GPUReturn{Model: g.Model, GPU: g.GPU, FreeAt: MaxTime(now, g.FreeAt).Add(run), Used: true,
 					Candidate: held(g.Model, now, versions[g.Model])})
 			}
 		}
 	}
 	if n := allocsIn10000Steps(step); n != 0 {
-		t.Errorf("%v allocations in 10000 one-GPU rank steps, want 0", n)
+		t.Errorf("%v allocations in 10000 rank steps of %d GPUs, want 0", n, r.online)
 	}
 	t.Logf("%d early grants of %d", early, grants)
-	if early < grants/4 {
-		t.Errorf("%d early grants of %d in 20000 steps", early, grants)
+	return grants, early
+}
+
+// Three held batches on two GPUs that free at 0. Models 0 and 1 are held
+// until 10ms (slack to 11ms, 20ms runs), model 2 until 20ms (slack to
+// 22ms). Held, 0 and 1 take both GPUs from 10 to 30ms and model 2 cannot
+// start by 22ms. With model 0 (the first due) started at 0, it frees a GPU
+// at 20ms and nothing misses: the rule grants model 0 the idle GPU at once
+// (Early); models 1 and 2 keep their timers.
+func TestCollisionOnTwoGPUs(t *testing.T) {
+	held := func(exec, slack, run time.Duration) Candidate {
+		return Candidate{BatchSize: 1, ExecAt: at(exec), InvalidAfter: at(exec + slack), Deadline: at(exec + slack + run), EarlyCheap: true, Version: 1}
+	}
+	two := func(cfg RankConfig) *RankCore {
+		cfg.StartOffline = true
+		r := newRank(t, cfg)
+		for g := range cfg.GPUs {
+			r.EnableGPU(GPUID(g), 0)
+		}
+		return r
+	}
+	r := two(RankConfig{Models: 3, GPUs: 2, Policy: PolicySymphony})
+	r.Update(0, held(10*ms, ms, 20*ms))
+	r.Update(1, held(10*ms, ms, 20*ms))
+	r.Update(2, held(20*ms, 2*ms, 22*ms))
+	if r.WakeAt() != 0 {
+		t.Fatalf("WakeAt %v, want 0: model 0 must start now for model 2 to fit", r.WakeAt())
+	}
+	wantGrants(t, "collision", tick(r, 0), Grant{Model: 0, GPU: 0, FreeAt: 0, GPUs: 2, Early: true})
+	r.Return(GPUReturn{Model: 0, GPU: 0, FreeAt: at(20 * ms), Used: true, Candidate: Candidate{Version: 2}})
+	if r.WakeAt() != at(10*ms) {
+		t.Fatalf("WakeAt %v after model 0's batch, want model 1's ExecAt, 10ms", r.WakeAt())
+	}
+
+	// Where the rule moves nothing: each batch waits for its own timer.
+	for _, c := range []struct {
+		name    string
+		gpus    int
+		a, b, c Candidate
+	}{
+		{"a GPU for each", 3, held(10*ms, ms, 20*ms), held(10*ms, ms, 20*ms), held(20*ms, 2*ms, 22*ms)},
+		{"they fit", 2, held(10*ms, ms, 20*ms), held(10*ms, ms, 20*ms), held(20*ms, 12*ms, 22*ms)},
+		// Three batches due at 10ms on two GPUs: model 0 started at 0
+		// holds its GPU until 20ms, and model 2 misses anyway.
+		{"the early start does not help", 2, held(10*ms, ms, 20*ms), held(10*ms, ms, 20*ms), held(10*ms, ms, 20*ms)},
+		{"too dear to start early", 2, func() Candidate { c := held(10*ms, ms, 20*ms); c.EarlyCheap = false; return c }(),
+			held(10*ms, ms, 20*ms), held(20*ms, 2*ms, 22*ms)},
+		{"priority levels", 2, held(10*ms, ms, 20*ms), held(10*ms, ms, 20*ms), func() Candidate { c := held(20*ms, 2*ms, 22*ms); c.Priority = 1; return c }()},
+	} {
+		r := two(RankConfig{Models: 3, GPUs: c.gpus, Policy: PolicySymphony})
+		r.Update(0, c.a)
+		r.Update(1, c.b)
+		r.Update(2, c.c)
+		if r.WakeAt() != at(10*ms) {
+			t.Errorf("%s: WakeAt %v, want the first timer at 10ms", c.name, r.WakeAt())
+		}
+		wantGrants(t, c.name, tick(r, 0))
+	}
+}
+
+// The rule on several GPUs allocates nothing once its buffers have grown,
+// on a two-GPU loop whose three models' held batches keep colliding.
+func TestCollisionOnManyAllocationFree(t *testing.T) {
+	r := newRank(t, RankConfig{Models: 3, GPUs: 2, Policy: PolicySymphony})
+	held := func(m ModelID, now Time, version uint64) Candidate {
+		exec := now.Add(9*ms + time.Duration(m)*ms)
+		return Candidate{BatchSize: 1, ExecAt: exec, InvalidAfter: exec.Add(ms), Deadline: exec.Add(7 * ms), EarlyCheap: true, Version: version}
+	}
+	if grants, early := collideFor10000Steps(t, r, 3, held, 6*ms); early == 0 {
+		t.Errorf("no early grant of %d", grants)
+	}
+}
+
+// EarlyCheap: a batch held for a few more requests on a linear profile
+// (ResNet50) is cheap to start early; one held to grow from 1 to a dozen,
+// or on a profile of steps where a batch of 2 takes as long as one of 4,
+// is not; a batch not held is.
+func TestEarlyCheap(t *testing.T) {
+	steps, err := profile.Table([]time.Duration{53 * ms, 70 * ms, 70 * ms, 70 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		prof profile.Profile
+		bs   int
+		wait time.Duration // from now to ExecAt, at 40 requests a second
+		want bool
+	}{
+		{"linear, 11 of 12", resnet50Profile, 11, 25 * ms, true},
+		{"linear, 1 of 12", resnet50Profile, 1, 290 * ms, false},
+		{"steps, 2 of 4", steps, 2, 50 * ms, false},
+		{"steps, 4 of 4", steps, 4, 50 * ms, true},
+		{"not held", steps, 1, 0, true},
+	} {
+		m := newModel(t, ModelConfig{Policy: PolicySymphony, Profile: c.prof, Delays: figure4Delays})
+		// 40 requests a second for a second, each dropped at once: the
+		// rate is known.
+		for k := range 40 {
+			now := at(time.Duration(k) * 25 * ms)
+			m.Enqueue(now, []Request{{ID: RequestID(k + 1), Arrival: now, Deadline: now.Add(300 * ms)}})
+			m.DropAll(now, DropDeadline)
+		}
+		now := at(time.Second)
+		if got := m.earlyCheap(now, c.bs, now.Add(c.wait), now); got != c.want {
+			t.Errorf("%s: EarlyCheap %v, want %v (λ %.0f/s)", c.name, got, c.want, m.rate.perSecond(now))
+		}
 	}
 }

@@ -32,6 +32,18 @@ type Candidate struct {
 	// Deadline − ℓ(BatchSize), stretched by the core's tail factor
 	// (ModelCore.SetTailFactor).
 	InvalidAfter Time
+	// EarlyCheap says a held batch started now, at BatchSize, would cost
+	// at most EarlyCostLimit times the GPU time per request of the batch
+	// it is expected to hold at ExecAt (BatchSize plus the arrivals until
+	// then at the model's rate). The rank loop starts a held batch early
+	// only where that is so (the collision rule on several GPUs): a
+	// strong batcher on a linear profile gives up a little; a profile of
+	// steps (a batch of 2 as slow as one of 4) would give up half its
+	// GPU time and overload the GPUs the early start was to relieve. A
+	// batch that is not held is cheap. It is refreshed whenever the
+	// batch's size or times change, and does not by itself make a new
+	// candidate: the rank loop may see it a few arrivals late.
+	EarlyCheap bool
 	// Deadline is dl(reqs): when the earliest-deadline request's execution
 	// must have finished (its deadline less the result delay).
 	Deadline Time
@@ -455,6 +467,24 @@ func (m *ModelCore) publishVersion() {
 	m.out.CandidateChanged = true
 }
 
+// EarlyCostLimit bounds what a held batch started early may cost in GPU
+// time per request, over what it would at its ExecAt (Candidate.EarlyCheap).
+const EarlyCostLimit = 1.1
+
+// earlyCheap is Candidate.EarlyCheap for a batch of bs held until execAt
+// that could start at earliest: ℓ(bs)/bs ≤ EarlyCostLimit·ℓ(e)/e, e the
+// batch expected at execAt, bs plus the arrivals at the model's rate until
+// then, at most the profile's largest batch.
+func (m *ModelCore) earlyCheap(now Time, bs int, execAt, earliest Time) bool {
+	if execAt <= earliest {
+		return true
+	}
+	p := m.cfg.Profile
+	e := bs + int(m.rate.perSecond(now)*execAt.Sub(now).Seconds())
+	e = max(min(e, p.MaxBatch()), bs)
+	return float64(p.Latency(bs))*float64(e) <= EarlyCostLimit*float64(p.Latency(e))*float64(bs)
+}
+
 // execDeadline is when a request's batch must finish executing.
 func (m *ModelCore) execDeadline(r *Request) Time { return r.Deadline.Add(-m.cfg.Delays.Result) }
 
@@ -513,7 +543,7 @@ func (m *ModelCore) updateFor(now Time, gpuFreeAt Time, gpus int) {
 		execAt = MaxTime(earliest, schedAt)
 		backfill = execAt > earliest && m.backfills(now, bs)
 	}
-	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, Backfill: backfill, InvalidAfter: invalidAfter, Deadline: dl, Priority: m.queue.front().Priority, Version: m.cand.Version}
+	m.cand = Candidate{BatchSize: bs, ExecAt: execAt, Backfill: backfill, InvalidAfter: invalidAfter, EarlyCheap: m.earlyCheap(now, bs, execAt, earliest), Deadline: dl, Priority: m.queue.front().Priority, Version: m.cand.Version}
 	// Past this instant a grant can no longer start bs requests in time.
 	m.wakeAt = invalidAfter.Add(-delays.Dispatch(bs) + 1)
 }

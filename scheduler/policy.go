@@ -18,10 +18,11 @@ const (
 	// βλ requests (λ estimated online per model). Under the sched-at
 	// default, a held candidate of a weakly batching model (β ≤ α) that
 	// holds βλ requests may still backfill a GPU that no other candidate
-	// needs (Candidate.Backfill, scheduler/README.md "Backfill"), and on a
-	// rank loop of one GPU a held batch starts early where another held
-	// batch could not start in time after it (Grant.Early,
-	// RankCore.collision, scheduler/README.md "Collisions on one GPU").
+	// needs (Candidate.Backfill, scheduler/README.md "Backfill"), and a
+	// held batch starts early on a GPU that would otherwise idle where
+	// another held batch could not start in time after it (Grant.Early,
+	// RankCore.collision, scheduler/README.md "Collisions on one GPU" and
+	// "Collisions on several GPUs").
 	PolicySymphony Policy = iota
 	// PolicyWorkConserving makes every candidate schedulable as soon as it
 	// has one request: a free GPU never waits.

@@ -27,9 +27,9 @@ type Grant struct {
 	// rather than at ExecAt.
 	Backfill bool
 	// Early says the grant comes before the candidate's ExecAt because
-	// another held batch could not start in time after it (the one-GPU
-	// collision rule, RankCore.collision): the model starts its batch as
-	// soon as it can, whatever Candidate.Backfill says.
+	// another held batch could not start in time after it (the collision
+	// rule, RankCore.collision): the model starts its batch as soon as it
+	// can, whatever Candidate.Backfill says.
 	Early bool
 }
 
@@ -453,8 +453,9 @@ func (r *RankCore) Tick(now Time) []Grant {
 	return r.grants
 }
 
-// collision is the one-GPU rule (scheduler/README.md, "Collisions on one
-// GPU"). Held batches wait for their own sched_at (ExecAt), which leaves
+// collision is the collision rule: on a rank loop of several GPUs,
+// collisionOnMany's; on one GPU, the rule below (scheduler/README.md,
+// "Collisions on one GPU"). Held batches wait for their own sched_at (ExecAt), which leaves
 // each only α of slack; on a rank loop with one GPU online, two whose
 // sched_ats fall within one batch's run cannot both start in time, and the
 // second is dropped with the GPU idle before. So, with the GPU not
@@ -476,9 +477,12 @@ func (r *RankCore) Tick(now Time) []Grant {
 // than being laid out as late as its InvalidAfter: the first starts a
 // little earlier instead. Mixed priority levels are left to better(),
 // which serves the higher level first. The layout costs O(M log M) for M
-// armed models; WakeAt and Tick both run it, on one-GPU loops only, and
-// Tick acts whenever WakeAt's time has come, since both see one state.
+// armed models; WakeAt and Tick both run it, and Tick acts whenever
+// WakeAt's time has come, since both see one state.
 func (r *RankCore) collision() (ModelID, Time) {
+	if r.online > 1 {
+		return r.collisionOnMany()
+	}
 	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.online != 1 || r.free.Len() != 1 || len(r.ready) > 0 || r.timers.Len() < 2 {
 		return 0, Never
 	}
@@ -504,6 +508,119 @@ func (r *RankCore) collision() (ModelID, Time) {
 		return 0, Never
 	}
 	return first, start.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
+}
+
+// collisionOnMany is the collision rule on a rank loop of several GPUs
+// (scheduler/README.md, "Collisions on several GPUs"). With no candidate
+// ready and several armed at one priority level, the held batches are
+// laid out in the order of their preferred starts plus runs (dueOrder),
+// each on the GPU that frees first, at its preferred start or when that
+// GPU frees, whichever is later. A batch laid out after its InvalidAfter
+// misses: it would shrink, or under DropWindow lose its head. When the
+// first batch (the earliest due) starting on the GPU that frees first,
+// as soon as it frees, leaves fewer batches missing than holding it, and
+// that GPU would otherwise idle before the first batch's preferred
+// start, the first starts then (an Early grant), if it is cheap to start
+// (Candidate.EarlyCheap). collisionOnMany returns it and when its grant
+// must leave; otherwise Never. Where at least as many GPUs are free by
+// the earliest preferred start as there are held batches, each has a GPU
+// of its own and nothing can miss: that is checked first, in
+// O(batches) steps, so a loop of idle GPUs pays little. The layout costs
+// O(M log M) for M armed models.
+func (r *RankCore) collisionOnMany() (ModelID, Time) {
+	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.free.Len() == 0 || len(r.ready) > 0 || r.timers.Len() < 2 {
+		return 0, Never
+	}
+	// A GPU for each batch by the first timer (before every ExecAt, and
+	// so every preferred start of a batch that can still start in time):
+	// nothing can miss. This O(batches) test spares a loop of idle GPUs
+	// the layout.
+	r.cut = r.models[r.timers.Top()].timerAt
+	if r.free.CountWhile(r.idleByCut, r.timers.Len()) >= r.timers.Len() {
+		return 0, Never
+	}
+	ms := r.timers.AppendWhile(r.bfModels[:0], r.anyModel)
+	r.bfModels = ms
+	level := r.models[ms[0]].cand.Priority
+	first, earliest, latest := ms[0], Never, Past
+	for _, m := range ms {
+		c := &r.models[m].cand
+		if c.Priority != level {
+			return 0, Never
+		}
+		if r.byDue(m, first) < 0 {
+			first = m
+		}
+		earliest, latest = MinTime(earliest, preferredStart(c)), MaxTime(latest, c.InvalidAfter)
+	}
+	c := &r.models[first].cand
+	freeAt := r.gpus[r.free.Top()].freeAt
+	if !c.EarlyCheap || freeAt >= preferredStart(c) {
+		return 0, Never // no idle time to use, or too dear to use it
+	}
+	r.cut = earliest
+	if r.free.CountWhile(r.idleByCut, len(ms)) >= len(ms) {
+		return 0, Never // a GPU for each batch by the earliest preferred start
+	}
+	slices.SortFunc(ms, r.byDue)
+	// Only GPUs free by the last InvalidAfter can start a batch in time.
+	r.cut = latest
+	r.bfGPUs = r.free.AppendWhile(r.bfGPUs[:0], r.idleByCut)
+	held := r.misses(ms, preferredStart(c))
+	if held == 0 || r.misses(ms, freeAt) >= held {
+		return 0, Never
+	}
+	return first, freeAt.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
+}
+
+// misses lays the held batches ms out in order on the GPUs r.bfGPUs, the
+// first starting at firstStart (or when its GPU frees), each later one at
+// its preferred start (or when its GPU frees), and counts those laid out
+// after their InvalidAfter. Each runs its planned run, Deadline −
+// InvalidAfter. The GPUs' free times are kept as a min-heap in r.bfFree.
+func (r *RankCore) misses(ms []ModelID, firstStart Time) int {
+	frees := r.bfFree[:0]
+	for _, g := range r.bfGPUs {
+		frees = append(frees, r.gpus[g].freeAt)
+	}
+	slices.Sort(frees) // a sorted slice is a min-heap
+	r.bfFree = frees
+	n := 0
+	for i, m := range ms {
+		if len(frees) == 0 {
+			return n + len(ms) - i // no GPU free in time for the rest
+		}
+		c := &r.models[m].cand
+		start := preferredStart(c)
+		if i == 0 {
+			start = firstStart
+		}
+		start = MaxTime(start, frees[0])
+		if start > c.InvalidAfter {
+			n++
+		}
+		frees[0] = start.Add(c.Deadline.Sub(c.InvalidAfter))
+		siftDownTimes(frees)
+	}
+	return n
+}
+
+// siftDownTimes restores a min-heap of times after its root grew.
+func siftDownTimes(h []Time) {
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < len(h) && h[l] < h[least] {
+			least = l
+		}
+		if l+1 < len(h) && h[l+1] < h[least] {
+			least = l + 1
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
 }
 
 // preferredStart is when a held batch would start by itself: at its

@@ -64,6 +64,22 @@ func (h *Heap[T]) appendFrom(dst []T, i int, keep func(T) bool) []T {
 	return h.appendFrom(dst, 2*i+2, keep)
 }
 
+// CountWhile counts the IDs that keep holds for, up to limit, and returns
+// the count: a bound on the heap's order, as AppendWhile's. It visits at
+// most about limit of them and their children, and allocates nothing.
+func (h *Heap[T]) CountWhile(keep func(T) bool, limit int) int {
+	return h.countFrom(0, keep, limit)
+}
+
+func (h *Heap[T]) countFrom(i int, keep func(T) bool, limit int) int {
+	if limit <= 0 || i >= len(h.ids) || !keep(h.ids[i]) {
+		return 0
+	}
+	n := 1
+	n += h.countFrom(2*i+1, keep, limit-n)
+	return n + h.countFrom(2*i+2, keep, limit-n)
+}
+
 // Push adds id, which must not be in the heap.
 func (h *Heap[T]) Push(id T) {
 	h.ids = append(h.ids, id)

@@ -89,14 +89,8 @@ func TestHeapAllocationFree(t *testing.T) {
 // AppendWhile must append exactly the IDs whose key is at most a bound,
 // without allocating once its buffer has grown.
 func TestAppendWhile(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 200
-	key := make([]int, n)
-	h := New(n, func(a, b int) bool { return key[a] < key[b] || key[a] == key[b] && a < b })
-	for id := range n {
-		key[id] = rng.IntN(1000)
-		h.Push(id)
-	}
+	h, key := randomHeap(3, n)
 	bound := 0
 	keep := func(id int) bool { return key[id] <= bound }
 	var buf []int
@@ -119,4 +113,43 @@ func TestAppendWhile(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { buf = h.AppendWhile(buf[:0], keep) }); allocs != 0 {
 		t.Fatalf("%v allocations per call, want 0", allocs)
 	}
+}
+
+// CountWhile counts the IDs whose key is at most a bound, up to a limit,
+// and visits few beyond the limit.
+func TestCountWhile(t *testing.T) {
+	const n = 200
+	h, key := randomHeap(5, n)
+	bound, visits := 0, 0
+	keep := func(id int) bool { visits++; return key[id] <= bound }
+	for _, b := range []int{-1, 0, 5, 100, 499, 999} {
+		bound = b
+		all := 0
+		for id := range n {
+			if key[id] <= b {
+				all++
+			}
+		}
+		for _, limit := range []int{0, 1, 3, 50, n} {
+			visits = 0
+			if got, want := h.CountWhile(keep, limit), min(all, limit); got != want {
+				t.Fatalf("bound %d, limit %d: counted %d, want %d", b, limit, got, want)
+			}
+			if visits > 2*limit+1 {
+				t.Errorf("bound %d, limit %d: %d visits", b, limit, visits)
+			}
+		}
+	}
+}
+
+// randomHeap is a heap of n IDs with keys drawn from [0, 1000), seeded.
+func randomHeap(seed uint64, n int) (*Heap[int], []int) {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	key := make([]int, n)
+	h := New(n, func(a, b int) bool { return key[a] < key[b] || key[a] == key[b] && a < b })
+	for id := range n {
+		key[id] = rng.IntN(1000)
+		h.Push(id)
+	}
+	return h, key
 }
