@@ -40,9 +40,10 @@ func TestCollisionStartsTheFirstEarly(t *testing.T) {
 }
 
 // Where the held batches fit one after the other at their own preferred
-// starts, on more than one GPU, under another policy, or at mixed priority
-// levels, the rule moves nothing: each batch waits for its own timer.
-func TestCollisionOnlyWhereOneGPUCannotFitThem(t *testing.T) {
+// starts, on two GPUs that serve one each, under another policy, or at
+// mixed priority levels, the rule moves nothing: each batch waits for its
+// own timer.
+func TestCollisionOnlyWhereTheGPUsCannotFitThem(t *testing.T) {
 	first := Candidate{BatchSize: 1, ExecAt: at(10 * ms), InvalidAfter: at(11 * ms), Deadline: at(31 * ms), Version: 1}
 	later := Candidate{BatchSize: 1, ExecAt: at(40 * ms), InvalidAfter: at(42 * ms), Deadline: at(64 * ms), Version: 1}
 	second := Candidate{BatchSize: 1, ExecAt: at(20 * ms), InvalidAfter: at(22 * ms), Deadline: at(44 * ms), Version: 1}
@@ -221,6 +222,38 @@ func TestCollisionOnTwoGPUs(t *testing.T) {
 			t.Errorf("%s: WakeAt %v, want the first timer at 10ms", c.name, r.WakeAt())
 		}
 		wantGrants(t, c.name, tick(r, 0))
+	}
+}
+
+// An early start on several GPUs starts no sooner than now: GPUs idle
+// since long ago (or never used, free since Past) lend no time before it.
+// Three batches due at 1s on two GPUs that freed at 0 (or were never
+// used) cannot all start in time whatever starts early, so at 1s, as at
+// the first Tick, the rule moves nothing.
+func TestCollisionOnManyCountsFromNow(t *testing.T) {
+	due := func(exec Time) Candidate {
+		return Candidate{BatchSize: 1, ExecAt: exec, InvalidAfter: exec.Add(ms), Deadline: exec.Add(21 * ms), EarlyCheap: true, Version: 1}
+	}
+	for _, c := range []struct {
+		name   string
+		freeAt Time // the GPUs'; Past: never used
+		now    Time
+	}{
+		{"never used", Past, at(time.Second - 10*ms)},
+		{"idle since 0", 0, at(time.Second - 10*ms)},
+	} {
+		r := newRank(t, RankConfig{Models: 3, GPUs: 2, Policy: PolicySymphony, StartOffline: true})
+		for g := range GPUID(2) {
+			r.EnableGPU(g, c.freeAt)
+		}
+		wantGrants(t, c.name+", first tick", tick(r, 0))
+		for m := range ModelID(3) {
+			r.Update(m, due(at(time.Second)))
+		}
+		wantGrants(t, c.name, tick(r, c.now))
+		if r.WakeAt() != at(time.Second) {
+			t.Errorf("%s: WakeAt %v, want the first timer at 1s", c.name, r.WakeAt())
+		}
 	}
 }
 

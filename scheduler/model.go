@@ -35,14 +35,17 @@ type Candidate struct {
 	// EarlyCheap says a held batch started now, at BatchSize, would cost
 	// at most EarlyCostLimit times the GPU time per request of the batch
 	// it is expected to hold at ExecAt (BatchSize plus the arrivals until
-	// then at the model's rate). The rank loop starts a held batch early
-	// only where that is so (the collision rule on several GPUs): a
+	// then at the model's rate). On a loop of several GPUs the rank loop
+	// starts a held batch early only where that is so (the collision
+	// rule): a
 	// strong batcher on a linear profile gives up a little; a profile of
 	// steps (a batch of 2 as slow as one of 4) would give up half its
 	// GPU time and overload the GPUs the early start was to relieve. A
 	// batch that is not held is cheap. It is refreshed whenever the
 	// batch's size or times change, and does not by itself make a new
-	// candidate: the rank loop may see it a few arrivals late.
+	// candidate, so the rank loop may see a value that is stale until
+	// then; as ExecAt nears, the expected batch shrinks toward BatchSize,
+	// so a stale value errs toward not cheap.
 	EarlyCheap bool
 	// Deadline is dl(reqs): when the earliest-deadline request's execution
 	// must have finished (its deadline less the result delay).

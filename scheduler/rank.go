@@ -140,6 +140,9 @@ type RankCore struct {
 	grants  []Grant
 	ahead   time.Duration
 	online  int // GPUs online
+	// now is the latest time Tick was called with: no batch granted from
+	// then on starts before it (collisionOnMany's early layout).
+	now Time
 	// cut is the bound that idleByCut and dueBeforeCut test against, set
 	// just before a backfill collects GPUs and candidates with them
 	// (method values made once, so that collecting never allocates).
@@ -164,7 +167,7 @@ func NewRankCore(cfg RankConfig) (*RankCore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &RankCore{cfg: cfg, models: make([]rankModel, cfg.Models), gpus: make([]rankGPU, cfg.GPUs)}
+	r := &RankCore{cfg: cfg, models: make([]rankModel, cfg.Models), gpus: make([]rankGPU, cfg.GPUs), now: Past}
 	r.timers = idheap.New(cfg.Models, r.timerBefore)
 	r.early = idheap.New(cfg.Models, r.earlyBefore)
 	r.free = idheap.New(cfg.GPUs, r.freesBefore)
@@ -250,6 +253,7 @@ func (r *RankCore) Clone() *RankCore {
 		// The backfill scratch is rebuilt on use; starved is state.
 		starved: slices.Clone(r.starved),
 		online:  r.online,
+		now:     r.now,
 	}
 	c.cfg.ModelDelays = slices.Clone(r.cfg.ModelDelays)
 	c.timers = r.timers.Clone(c.timerBefore)
@@ -383,6 +387,7 @@ func (r *RankCore) WakeAt() Time {
 // Tick fires every timer due at now and returns the grants decided. The
 // returned slice is owned by the core and valid until its next call.
 func (r *RankCore) Tick(now Time) []Grant {
+	r.now = MaxTime(r.now, now)
 	r.grants = r.grants[:0]
 	// Model timers (on_model_timer): a candidate becomes schedulable.
 	for r.timers.Len() > 0 {
@@ -531,10 +536,12 @@ func (r *RankCore) collisionOnMany() (ModelID, Time) {
 	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.free.Len() == 0 || len(r.ready) > 0 || r.timers.Len() < 2 {
 		return 0, Never
 	}
-	// A GPU for each batch by the first timer (before every ExecAt, and
-	// so every preferred start of a batch that can still start in time):
-	// nothing can miss. This O(batches) test spares a loop of idle GPUs
-	// the layout.
+	// A GPU for each batch by the first timer: nothing can miss. The
+	// first timer is before every ExecAt, and so before every preferred
+	// start but that of a batch whose InvalidAfter passed before its
+	// timer (a ModelCore makes one only when it cannot start in time at
+	// all, and its timer is then due, so Tick fires it before this
+	// runs). This O(batches) test spares a loop of idle GPUs the layout.
 	r.cut = r.models[r.timers.Top()].timerAt
 	if r.free.CountWhile(r.idleByCut, r.timers.Len()) >= r.timers.Len() {
 		return 0, Never
@@ -554,8 +561,11 @@ func (r *RankCore) collisionOnMany() (ModelID, Time) {
 		earliest, latest = MinTime(earliest, preferredStart(c)), MaxTime(latest, c.InvalidAfter)
 	}
 	c := &r.models[first].cand
-	freeAt := r.gpus[r.free.Top()].freeAt
-	if !c.EarlyCheap || freeAt >= preferredStart(c) {
+	// Started early, the first batch starts when the GPU that frees first
+	// frees, and not before its inputs can reach it from now (the last
+	// Tick's time: a GPU idle since long ago lends no time before it).
+	start := MaxTime(r.gpus[r.free.Top()].freeAt, r.now.Add(r.dispatch(first, c.BatchSize)))
+	if !c.EarlyCheap || start >= preferredStart(c) {
 		return 0, Never // no idle time to use, or too dear to use it
 	}
 	r.cut = earliest
@@ -567,10 +577,10 @@ func (r *RankCore) collisionOnMany() (ModelID, Time) {
 	r.cut = latest
 	r.bfGPUs = r.free.AppendWhile(r.bfGPUs[:0], r.idleByCut)
 	held := r.misses(ms, preferredStart(c))
-	if held == 0 || r.misses(ms, freeAt) >= held {
+	if held == 0 || r.misses(ms, start) >= held {
 		return 0, Never
 	}
-	return first, freeAt.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
+	return first, start.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
 }
 
 // misses lays the held batches ms out in order on the GPUs r.bfGPUs, the
