@@ -160,6 +160,8 @@ type RankCore struct {
 	bfGPUs   []GPUID
 	bfNeed   []Time
 	bfFree   []Time
+	// layout is misses' working copy of the GPUs' sorted free times.
+	layout []Time
 }
 
 // NewRankCore returns a RankCore with all GPUs free and no candidates.
@@ -488,16 +490,12 @@ func (r *RankCore) collision() (ModelID, Time) {
 	if r.online > 1 {
 		return r.collisionOnMany()
 	}
-	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.online != 1 || r.free.Len() != 1 || len(r.ready) > 0 || r.timers.Len() < 2 {
+	if !r.mayCollide() || r.online != 1 || r.free.Len() != 1 {
 		return 0, Never
 	}
-	ms := r.timers.AppendWhile(r.bfModels[:0], r.anyModel)
-	r.bfModels = ms
-	level := r.models[ms[0]].cand.Priority
-	for _, m := range ms {
-		if r.models[m].cand.Priority != level {
-			return 0, Never
-		}
+	ms, ok := r.heldAtOneLevel()
+	if !ok {
+		return 0, Never
 	}
 	slices.SortFunc(ms, r.byDue)
 	start := Never
@@ -533,7 +531,7 @@ func (r *RankCore) collision() (ModelID, Time) {
 // O(batches) steps, so a loop of idle GPUs pays little. The layout costs
 // O(M log M) for M armed models.
 func (r *RankCore) collisionOnMany() (ModelID, Time) {
-	if r.cfg.Policy != PolicySymphony || r.ahead != 0 || r.free.Len() == 0 || len(r.ready) > 0 || r.timers.Len() < 2 {
+	if !r.mayCollide() || r.free.Len() == 0 {
 		return 0, Never
 	}
 	// A GPU for each batch by the first timer: nothing can miss. The
@@ -546,15 +544,13 @@ func (r *RankCore) collisionOnMany() (ModelID, Time) {
 	if r.free.CountWhile(r.idleByCut, r.timers.Len()) >= r.timers.Len() {
 		return 0, Never
 	}
-	ms := r.timers.AppendWhile(r.bfModels[:0], r.anyModel)
-	r.bfModels = ms
-	level := r.models[ms[0]].cand.Priority
+	ms, ok := r.heldAtOneLevel()
+	if !ok {
+		return 0, Never
+	}
 	first, earliest, latest := ms[0], Never, Past
 	for _, m := range ms {
 		c := &r.models[m].cand
-		if c.Priority != level {
-			return 0, Never
-		}
 		if r.byDue(m, first) < 0 {
 			first = m
 		}
@@ -576,6 +572,11 @@ func (r *RankCore) collisionOnMany() (ModelID, Time) {
 	// Only GPUs free by the last InvalidAfter can start a batch in time.
 	r.cut = latest
 	r.bfGPUs = r.free.AppendWhile(r.bfGPUs[:0], r.idleByCut)
+	r.bfFree = r.bfFree[:0]
+	for _, g := range r.bfGPUs {
+		r.bfFree = append(r.bfFree, r.gpus[g].freeAt)
+	}
+	slices.Sort(r.bfFree) // a sorted slice is a min-heap
 	held := r.misses(ms, preferredStart(c))
 	if held == 0 || r.misses(ms, start) >= held {
 		return 0, Never
@@ -583,18 +584,15 @@ func (r *RankCore) collisionOnMany() (ModelID, Time) {
 	return first, start.Add(-r.dispatch(first, c.BatchSize) - r.cfg.Lead)
 }
 
-// misses lays the held batches ms out in order on the GPUs r.bfGPUs, the
-// first starting at firstStart (or when its GPU frees), each later one at
-// its preferred start (or when its GPU frees), and counts those laid out
-// after their InvalidAfter. Each runs its planned run, Deadline −
-// InvalidAfter. The GPUs' free times are kept as a min-heap in r.bfFree.
+// misses lays the held batches ms out in order on the GPUs whose sorted
+// free times are r.bfFree, the first starting at firstStart (or when its
+// GPU frees), each later one at its preferred start (or when its GPU
+// frees), and counts those laid out after their InvalidAfter. Each runs
+// its planned run, Deadline − InvalidAfter. The free times are worked on
+// as a min-heap in r.layout, a copy, so that one sort serves both layouts.
 func (r *RankCore) misses(ms []ModelID, firstStart Time) int {
-	frees := r.bfFree[:0]
-	for _, g := range r.bfGPUs {
-		frees = append(frees, r.gpus[g].freeAt)
-	}
-	slices.Sort(frees) // a sorted slice is a min-heap
-	r.bfFree = frees
+	frees := append(r.layout[:0], r.bfFree...)
+	r.layout = frees
 	n := 0
 	for i, m := range ms {
 		if len(frees) == 0 {
@@ -631,6 +629,28 @@ func siftDownTimes(h []Time) {
 		h[i], h[least] = h[least], h[i]
 		i = least
 	}
+}
+
+// mayCollide says the collision rule may act: under symphony (no other
+// policy holds batches), with no schedule-ahead, no candidate ready (a
+// ready one takes the next GPU anyway) and two or more armed.
+func (r *RankCore) mayCollide() bool {
+	return r.cfg.Policy == PolicySymphony && r.ahead == 0 && len(r.ready) == 0 && r.timers.Len() >= 2
+}
+
+// heldAtOneLevel collects the armed models into r.bfModels and reports
+// whether their candidates are all at one priority level: mixed levels
+// are left to better(), which serves the higher level first.
+func (r *RankCore) heldAtOneLevel() ([]ModelID, bool) {
+	ms := r.timers.AppendWhile(r.bfModels[:0], r.anyModel)
+	r.bfModels = ms
+	level := r.models[ms[0]].cand.Priority
+	for _, m := range ms {
+		if r.models[m].cand.Priority != level {
+			return ms, false
+		}
+	}
+	return ms, true
 }
 
 // preferredStart is when a held batch would start by itself: at its
